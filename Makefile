@@ -1,0 +1,46 @@
+# Top-level entry points.  `make demo` and `make test` work on a fresh
+# Debian 12 machine: they install what is missing, build, and run.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev
+DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace
+SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build demo test test-sanitizers clean format
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_BUILD) $(DEB_RUN); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DSOFTRDMA_WERROR=ON >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	scripts/demo.sh $(BUILD)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+# AddressSanitizer+UBSan and ThreadSanitizer builds running the same suite.
+test-sanitizers: deps
+	cmake -S . -B $(BUILD)-asan -DSOFTRDMA_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build $(BUILD)-asan -j$(JOBS)
+	cd $(BUILD)-asan && ctest --output-on-failure -L sanitize
+	cmake -S . -B $(BUILD)-tsan -DSOFTRDMA_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build $(BUILD)-tsan -j$(JOBS)
+	cd $(BUILD)-tsan && ctest --output-on-failure -L sanitize
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

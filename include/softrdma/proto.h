@@ -1,0 +1,216 @@
+/*
+ * The control protocol between the library (libibverbs.so.1) and softrdmad:
+ * fixed-size request and reply records over a SOCK_SEQPACKET Unix socket,
+ * one reply per request, file descriptors (memfds, eventfds, the arena)
+ * carried with SCM_RIGHTS.  This is the "slow path" of DESIGN.md: every
+ * verb that creates, changes or destroys a resource goes through here, like
+ * a kernel uverbs command; the data path never does.
+ *
+ * The daemon is found at the abstract socket name SR_SOCKET_FMT(uid); the
+ * abstract namespace is per network namespace, so each netns is one host.
+ */
+#ifndef SOFTRDMA_PROTO_H
+#define SOFTRDMA_PROTO_H
+
+#include <assert.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+#include <softrdma/layout.h>
+
+#define SR_PROTO_VERSION 1u
+#define SR_SOCKET_FMT "softrdma-%u" /* abstract name, %u = uid */
+#define SR_DEV_NAME "soft0"
+#define SR_MR_MAX_SEGS 32
+
+enum sr_op {
+	SR_OP_HELLO = 1,
+	SR_OP_ALLOC_PD,
+	SR_OP_DEALLOC_PD,
+	SR_OP_REG_FD,
+	SR_OP_GET_FD,
+	SR_OP_CLOSE_FD,
+	SR_OP_REG_MR,
+	SR_OP_DEREG_MR,
+	SR_OP_MR_MAP,
+	SR_OP_CREATE_CQ,
+	SR_OP_RESIZE_CQ,
+	SR_OP_DESTROY_CQ,
+	SR_OP_CREATE_QP,
+	SR_OP_MODIFY_QP,
+	SR_OP_DESTROY_QP,
+	SR_OP_CREATE_SRQ,
+	SR_OP_MODIFY_SRQ,
+	SR_OP_DESTROY_SRQ,
+	SR_OP_ALLOC_MW,
+	SR_OP_DEALLOC_MW,
+	SR_OP_ATTACH_MCAST,
+	SR_OP_DETACH_MCAST,
+	SR_OP_STATUS,
+	SR_OP_MAX
+};
+
+enum sr_fd_kind {
+	SR_FD_MEM = 1,   /* memfd backing registered memory */
+	SR_FD_EVENT = 2, /* eventfd: completion channel or async event fd */
+};
+
+struct sr_gid_info {
+	uint8_t gid[16];
+	uint32_t type;    /* enum ibv_gid_type */
+	uint32_t ifindex;
+	char ifname[16];
+};
+
+/* Device and port model, sent with the HELLO reply. */
+struct sr_dev_info {
+	char name[64];
+	uint64_t node_guid;
+	uint64_t sys_image_guid;
+	uint32_t vendor_id;
+	uint32_t vendor_part_id;
+	uint32_t hw_ver;
+	uint32_t active_mtu; /* enum ibv_mtu */
+	uint32_t max_mtu;
+	uint32_t gid_cnt;
+	struct sr_gid_info gids[SR_GID_TBL_LEN];
+	uint64_t arena_size;
+	uint32_t client_id;
+	uint32_t daemon_pid;
+	uint64_t boot_ns;    /* daemon start time, CLOCK_MONOTONIC */
+};
+
+struct sr_req_qp_caps {
+	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
+};
+
+/* A modify_qp request carries the attributes in a flattened form so that the
+ * protocol does not depend on the library's struct padding. */
+struct sr_qp_attr_wire {
+	uint32_t qp_state, cur_qp_state, path_mtu, path_mig_state;
+	uint32_t qkey, rq_psn, sq_psn, dest_qp_num;
+	uint32_t qp_access_flags;
+	uint16_t pkey_index, alt_pkey_index;
+	uint8_t en_sqd_async_notify, sq_draining, max_rd_atomic, max_dest_rd_atomic;
+	uint8_t min_rnr_timer, port_num, timeout, retry_cnt;
+	uint8_t rnr_retry, alt_port_num, alt_timeout, pad;
+	uint32_t rate_limit;
+	struct sr_req_qp_caps cap;
+	uint8_t ah_attr[32];
+	uint8_t alt_ah_attr[32];
+};
+static_assert(sizeof(struct ibv_ah_attr) == 32, "ibv_ah_attr size");
+
+struct sr_mr_seg {
+	uint32_t fd_id;   /* SR_FD_MEM registered by this client */
+	uint32_t pad;
+	uint64_t fd_off;  /* offset in the memfd of the segment's first byte */
+	uint64_t len;
+};
+
+struct sr_req {
+	uint32_t op;     /* enum sr_op */
+	uint32_t handle; /* object the request is about (PD, CQ, QPN, ...) */
+	union {
+		struct {
+			uint32_t version;
+			uint32_t flags; /* 1 = monitor (softrdma status): holds no resources */
+		} hello;
+		struct {
+			uint32_t kind;  /* enum sr_fd_kind */
+		} reg_fd;
+		struct {
+			uint32_t pd;
+			uint32_t access;
+			uint64_t addr;
+			uint64_t length;
+			uint64_t iova;
+			uint32_t nsegs;
+			uint32_t pad;
+			struct sr_mr_seg segs[SR_MR_MAX_SEGS];
+		} reg_mr;
+		struct {
+			uint32_t cqe;
+			uint32_t channel_fd_id;
+			uint32_t async_fd_id;
+			uint32_t pad;
+			uint64_t user_handle;
+		} cq;
+		struct {
+			uint32_t pd;
+			uint32_t type;
+			uint32_t send_cq, recv_cq; /* CQ handles */
+			uint32_t srqn;
+			uint32_t sq_sig_all;
+			uint32_t async_fd_id;
+			uint32_t pad;
+			uint64_t user_handle;
+			struct sr_req_qp_caps cap;
+		} create_qp;
+		struct {
+			uint32_t attr_mask;
+			uint32_t pad;
+			struct sr_qp_attr_wire attr;
+		} modify_qp;
+		struct {
+			uint32_t pd;
+			uint32_t max_wr, max_sge, srq_limit;
+			uint32_t async_fd_id;
+			uint32_t pad;
+			uint64_t user_handle;
+		} srq;
+		struct {
+			uint32_t pd;
+			uint32_t type; /* IBV_MW_TYPE_1/2 */
+		} mw;
+		struct {
+			uint8_t gid[16];
+			uint16_t lid;
+		} mcast;
+	} u;
+};
+
+struct sr_rep {
+	int32_t status;  /* 0 or -errno */
+	uint32_t handle; /* new object's handle/number */
+	union {
+		struct sr_dev_info hello;
+		struct {
+			uint32_t fd_id;
+		} reg_fd;
+		struct {
+			uint32_t lkey, rkey;
+		} mr;
+		struct {
+			uint64_t iova, length;
+			uint32_t owner_pid;
+			uint32_t nsegs;
+			struct sr_mr_seg segs[SR_MR_MAX_SEGS]; /* fd_id replaced by the order of passed fds */
+		} mr_map;
+		struct {
+			uint64_t off; /* arena offset of struct sr_cq_shm */
+			uint32_t max_cqe;
+		} cq;
+		struct {
+			uint64_t off; /* arena offset of struct sr_qp_shm */
+			struct sr_req_qp_caps cap;
+		} qp;
+		struct {
+			uint32_t state; /* new QP state */
+		} modify_qp;
+		struct {
+			uint64_t off; /* arena offset of struct sr_srq_shm */
+			uint32_t max_wr, max_sge;
+		} srq;
+		struct {
+			uint32_t rkey;
+		} mw;
+		struct {
+			uint32_t len; /* STATUS: text bytes that follow in further records */
+		} status;
+	} u;
+};
+
+#define SR_STATUS_CHUNK 4096
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * softrdma: the command-line tool.
+ *   softrdma run -- PROGRAM ARGS   run an unmodified program on softrdma
+ *   softrdma status                device, GIDs, processes and resources
+ *   softrdma daemon [--idle S]     run softrdmad in the foreground
+ * `run` puts softrdma's libraries first on LD_LIBRARY_PATH (so the program
+ * binds to our libibverbs.so.1 / librdmacm.so.1) and makes sure the host's
+ * daemon is up before the program starts.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <softrdma/proto.h>
+
+#include "core/daemon_link.h"
+#include "core/msg.h"
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: softrdma run [--] PROGRAM [ARGS...]\n"
+			"       softrdma status\n"
+			"       softrdma daemon [--idle SECONDS]\n");
+	return 2;
+}
+
+static void self_dir(char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0) {
+		snprintf(buf, len, ".");
+		return;
+	}
+	exe[n] = 0;
+	snprintf(buf, len, "%s", dirname(exe));
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	char dir[PATH_MAX], lib[PATH_MAX + 8], *path;
+	const char *old = getenv("LD_LIBRARY_PATH");
+	int sock;
+
+	if (argc > 0 && !strcmp(argv[0], "--")) {
+		argc--;
+		argv++;
+	}
+	if (argc < 1)
+		return usage();
+	self_dir(dir, sizeof(dir));
+	snprintf(lib, sizeof(lib), "%s/../lib", dir);
+	if (old && *old) {
+		path = malloc(strlen(lib) + strlen(old) + 2);
+		if (!path)
+			return 1;
+		sprintf(path, "%s:%s", lib, old);
+	} else {
+		path = strdup(lib);
+	}
+	setenv("LD_LIBRARY_PATH", path, 1);
+	free(path);
+	sock = sr_daemon_connect(true, (const void *)cmd_run);
+	if (sock < 0)
+		fprintf(stderr, "softrdma: cannot reach or start softrdmad: %s\n", strerror(-sock));
+	else
+		close(sock);
+	execvp(argv[0], argv);
+	fprintf(stderr, "softrdma: %s: %s\n", argv[0], strerror(errno));
+	return 127;
+}
+
+static int cmd_status(void)
+{
+	struct sr_req req;
+	struct sr_rep rep;
+	int sock, nfds = 1, fd = -1;
+	long n;
+
+	sock = sr_daemon_connect(false, NULL);
+	if (sock < 0) {
+		printf("no softrdmad is running in this network namespace\n");
+		return 0;
+	}
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_HELLO;
+	req.u.hello.version = SR_PROTO_VERSION;
+	req.u.hello.flags = 1; /* monitor: holds no resources */
+	if (sr_msg_send(sock, &req, sizeof(req), NULL, 0) ||
+	    sr_msg_recv(sock, &rep, sizeof(rep), &fd, &nfds) != sizeof(rep) || rep.status) {
+		fprintf(stderr, "softrdma: daemon handshake failed\n");
+		return 1;
+	}
+	if (fd >= 0)
+		close(fd);
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_STATUS;
+	if (sr_msg_send(sock, &req, sizeof(req), NULL, 0) ||
+	    sr_msg_recv(sock, &rep, sizeof(rep), NULL, NULL) != sizeof(rep) || rep.status) {
+		fprintf(stderr, "softrdma: status request failed\n");
+		return 1;
+	}
+	for (uint32_t got = 0; got < rep.u.status.len;) {
+		char buf[SR_STATUS_CHUNK];
+
+		n = sr_msg_recv(sock, buf, sizeof(buf), NULL, NULL);
+		if (n <= 0)
+			return 1;
+		fwrite(buf, 1, n, stdout);
+		got += n;
+	}
+	close(sock);
+	return 0;
+}
+
+static int cmd_daemon(int argc, char **argv)
+{
+	char path[PATH_MAX];
+	char **av = calloc(argc + 2, sizeof(char *));
+
+	if (!av)
+		return 1;
+	sr_daemon_path((const void *)cmd_daemon, path, sizeof(path));
+	av[0] = path;
+	for (int i = 0; i < argc; i++)
+		av[i + 1] = argv[i];
+	execvp(path, av);
+	fprintf(stderr, "softrdma: %s: %s\n", path, strerror(errno));
+	return 127;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage();
+	if (!strcmp(argv[1], "run"))
+		return cmd_run(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "status"))
+		return cmd_status();
+	if (!strcmp(argv[1], "daemon"))
+		return cmd_daemon(argc - 2, argv + 2);
+	return usage();
+}

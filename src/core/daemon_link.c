@@ -1,0 +1,137 @@
+/*
+ * Connecting to softrdmad (see daemon_link.h).  Starting it is a double
+ * fork + setsid so the daemon is not a child of the application (it must
+ * not receive the application's signals or be reaped by it); concurrent
+ * starters race on bind() of the abstract name, and the losers exit.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <softrdma/proto.h>
+
+#include "core/daemon_link.h"
+
+void sr_daemon_socket_name(char *buf, unsigned len)
+{
+	const char *e = getenv("SOFTRDMA_SOCKET");
+
+	if (e && *e)
+		snprintf(buf, len, "%s", e);
+	else
+		snprintf(buf, len, SR_SOCKET_FMT, (unsigned)getuid());
+}
+
+void sr_daemon_path(const void *self, char *buf, unsigned len)
+{
+	const char *e = getenv("SOFTRDMA_DAEMON");
+	Dl_info info;
+
+	if (e && *e) {
+		snprintf(buf, len, "%s", e);
+		return;
+	}
+	if (self && dladdr(self, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+		char tmp[PATH_MAX];
+		char real[PATH_MAX];
+
+		snprintf(tmp, sizeof(tmp), "%s", info.dli_fname);
+		if (realpath(tmp, real)) {
+			snprintf(buf, len, "%s/../bin/softrdmad", dirname(real));
+			if (!access(buf, X_OK))
+				return;
+			snprintf(buf, len, "%s/softrdmad", dirname(real));
+			if (!access(buf, X_OK))
+				return;
+		}
+	}
+	snprintf(buf, len, "softrdmad");
+}
+
+static int try_connect(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char name[100];
+	socklen_t len;
+	int fd;
+
+	sr_daemon_socket_name(name, sizeof(name));
+	len = offsetof(struct sockaddr_un, sun_path) + 1 +
+	      snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s", name);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, len)) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static int spawn_daemon(const void *self)
+{
+	char path[PATH_MAX];
+	char *argv[] = { path, NULL };
+	pid_t pid;
+	int status;
+
+	sr_daemon_path(self, path, sizeof(path));
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd;
+
+		setsid();
+		if (fork() != 0)
+			_exit(0);
+		fd = open("/dev/null", O_RDWR);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			if (!getenv("SOFTRDMA_LOG"))
+				dup2(fd, 2);
+		}
+		/* never inherit the application's preloads into the daemon */
+		unsetenv("LD_PRELOAD");
+		execvp(path, argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+int sr_daemon_connect(bool spawn, const void *self)
+{
+	struct timespec ts = { 0, 5 * 1000 * 1000 };
+	int fd = try_connect();
+
+	if (fd >= 0 || !spawn || getenv("SOFTRDMA_NO_SPAWN"))
+		return fd;
+	if (fd != -ECONNREFUSED && fd != -ENOENT)
+		return fd;
+	fd = spawn_daemon(self);
+	if (fd < 0)
+		return fd;
+	for (int i = 0; i < 1000; i++) { /* up to 5 s */
+		fd = try_connect();
+		if (fd >= 0)
+			return fd;
+		nanosleep(&ts, NULL);
+	}
+	return fd;
+}

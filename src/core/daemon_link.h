@@ -1,0 +1,24 @@
+/*
+ * Finding, and if needed starting, the host's softrdmad.  Shared by the
+ * library and the CLI.  Environment:
+ *   SOFTRDMA_SOCKET   abstract socket name (default "softrdma-<uid>"); tests
+ *                     use it to run isolated daemons side by side
+ *   SOFTRDMA_DAEMON   daemon binary (default: ../bin/softrdmad next to the
+ *                     library or CLI that asks, then PATH)
+ *   SOFTRDMA_NO_SPAWN never start a daemon; fail with ECONNREFUSED
+ */
+#ifndef SR_CORE_DAEMON_LINK_H
+#define SR_CORE_DAEMON_LINK_H
+
+#include <stdbool.h>
+
+/* Connects to the daemon, starting it when absent and `spawn` is set.
+ * `self` is any address inside the calling binary (to locate softrdmad).
+ * Returns a SOCK_SEQPACKET fd or -errno. */
+int sr_daemon_connect(bool spawn, const void *self);
+/* Fills buf with the abstract socket name (without the leading NUL). */
+void sr_daemon_socket_name(char *buf, unsigned len);
+/* Path of the daemon binary next to `self` (or from the environment). */
+void sr_daemon_path(const void *self, char *buf, unsigned len);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * softrdmad internals: the per-host daemon that plays the HCA firmware and
+ * the kernel's uverbs layer.  It owns the arena (layout.h), allocates every
+ * host-wide number (QPN, SRQN, keys), keeps the registry of resources per
+ * client process, validates control verbs, and reclaims everything a client
+ * held when its socket closes (exit, crash or SIGKILL alike).
+ */
+#ifndef SR_DAEMON_H
+#define SR_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <softrdma/layout.h>
+#include <softrdma/proto.h>
+
+#include "core/idalloc.h"
+
+enum sr_obj_kind {
+	SR_OBJ_FD = 1,
+	SR_OBJ_PD,
+	SR_OBJ_MR,
+	SR_OBJ_MW,
+	SR_OBJ_CQ,
+	SR_OBJ_SRQ,
+	SR_OBJ_QP,
+	SR_OBJ_AH,
+	SR_OBJ_MCAST,
+	SR_OBJ_KINDS
+};
+
+struct sr_client;
+
+/* One registered resource.  `users` counts objects that depend on this one
+ * (QPs on a CQ, MRs on a PD...): destroying it while users > 0 is EBUSY,
+ * as in the kernel. */
+struct sr_obj {
+	enum sr_obj_kind kind;
+	uint32_t handle;           /* handle, QPN, SRQN or key */
+	struct sr_client *owner;
+	struct sr_obj *cnext, *cprev; /* owner's list */
+	uint32_t users;
+	struct sr_obj *deps[4];    /* objects this one holds a use of */
+	union {
+		struct {
+			int fd;
+			uint32_t kind;
+		} fd;
+		struct {
+			uint64_t addr, length, iova;
+			uint32_t access;
+			uint32_t nsegs;
+			struct sr_mr_seg segs[SR_MR_MAX_SEGS];
+		} mr;
+		struct {
+			uint64_t off;
+			uint64_t size;
+		} shm;       /* CQ, QP, SRQ: heap chunk */
+		struct {
+			uint32_t type;
+		} mw;
+		struct {
+			uint8_t gid[16];
+			uint16_t lid;
+			uint32_t qpn;
+		} mcast;
+	} u;
+};
+
+struct sr_client {
+	int sock;
+	pid_t pid;
+	uint32_t id;
+	bool monitor;
+	char comm[32];
+	struct sr_obj *objs; /* newest first */
+	struct sr_client *next;
+};
+
+struct sr_daemon {
+	int listen_fd;
+	int arena_fd;
+	void *arena;
+	uint64_t arena_size;
+	struct sr_dev_info dev;
+	struct sr_client *clients;
+	uint32_t next_client_id;
+	int idle_timeout_s;
+
+	struct sr_idalloc ids[SR_OBJ_KINDS]; /* PD, CQ, FD, AH, MCAST handles */
+	struct sr_idalloc qpn_ids, srqn_ids, key_ids;
+	struct sr_obj **by_handle[SR_OBJ_KINDS]; /* handle index -> object */
+	struct sr_obj **qp_by_idx, **srq_by_idx, **key_by_idx;
+};
+
+/* device.c */
+void sr_device_init(struct sr_dev_info *dev);
+
+/* heap.c: arena creation and the heap allocator (offsets, size classes) */
+int sr_heap_init(struct sr_daemon *d, uint64_t size);
+uint64_t sr_heap_alloc(struct sr_daemon *d, uint64_t size, uint64_t *got);
+void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size);
+uint64_t sr_heap_used(void);
+
+/* objects.c: request handlers and teardown */
+int sr_objects_init(struct sr_daemon *d);
+void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+		       int *fds, int nfds);
+void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
+struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
+
+/* status.c */
+char *sr_status_text(struct sr_daemon *d, size_t *len);
+
+#endif

@@ -1,0 +1,132 @@
+/*
+ * The arena (a sparse memfd every client maps) and the daemon's allocator
+ * for objects inside it.  Chunks come in power-of-two size classes from
+ * 256 B; freed chunks go on per-class free lists kept in daemon memory (the
+ * arena holds no allocator metadata a client could corrupt).  Chunks of
+ * 64 KiB and more have their pages punched out on free, so memory returns
+ * to the system when QPs and CQs are destroyed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "daemon/daemon.h"
+
+#define SR_HEAP_MIN_SHIFT 8
+#define SR_HEAP_CLASSES 32
+
+struct sr_freelist {
+	uint64_t *offs;
+	size_t cnt, cap;
+};
+
+static struct sr_freelist sr_free[SR_HEAP_CLASSES];
+static uint64_t sr_heap_bump, sr_heap_end, sr_heap_inuse;
+
+static unsigned size_class(uint64_t size)
+{
+	unsigned c = 0;
+
+	while ((1ull << (c + SR_HEAP_MIN_SHIFT)) < size)
+		c++;
+	return c;
+}
+
+int sr_heap_init(struct sr_daemon *d, uint64_t size)
+{
+	struct sr_arena_hdr *h;
+	uint64_t off;
+
+	d->arena_fd = memfd_create("softrdma-arena", MFD_CLOEXEC);
+	if (d->arena_fd < 0)
+		return -errno;
+	if (ftruncate(d->arena_fd, size))
+		return -errno;
+	d->arena = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, d->arena_fd, 0);
+	if (d->arena == MAP_FAILED)
+		return -errno;
+	d->arena_size = size;
+
+	h = d->arena;
+	h->magic = SR_ARENA_MAGIC;
+	h->version = SR_ARENA_VERSION;
+	h->hdr_size = sizeof(*h);
+	h->size = size;
+	off = 4096;
+	h->keytab_off = off;
+	off += (uint64_t)SR_MAX_KEYS * sizeof(struct sr_key_entry);
+	off = (off + 4095) & ~4095ull;
+	h->qptab_off = off;
+	off += (uint64_t)SR_MAX_QPS * sizeof(struct sr_qpn_slot);
+	h->srqtab_off = off;
+	off += (uint64_t)SR_MAX_SRQS * sizeof(struct sr_qpn_slot);
+	h->mcasttab_off = off;
+	off += (uint64_t)SR_MAX_MCAST_GRP * sizeof(struct sr_mcast_group);
+	off = (off + 65535) & ~65535ull;
+	h->heap_off = off;
+	h->heap_size = size - off;
+	sr_heap_bump = off;
+	sr_heap_end = size;
+	return 0;
+}
+
+uint64_t sr_heap_alloc(struct sr_daemon *d, uint64_t size, uint64_t *got)
+{
+	unsigned c = size_class(size);
+	uint64_t csize = 1ull << (c + SR_HEAP_MIN_SHIFT);
+	struct sr_freelist *fl = &sr_free[c];
+	uint64_t off;
+
+	if (c >= SR_HEAP_CLASSES)
+		return 0;
+	if (fl->cnt) {
+		off = fl->offs[--fl->cnt];
+		if (csize < 65536) /* punched chunks read back as zeroes already */
+			memset((char *)d->arena + off, 0, csize);
+	} else {
+		/* natural alignment up to 64 KiB keeps punch-hole page aligned */
+		uint64_t align = csize < 65536 ? csize : 65536;
+
+		off = (sr_heap_bump + align - 1) & ~(align - 1);
+		if (off + csize > sr_heap_end)
+			return 0;
+		sr_heap_bump = off + csize;
+	}
+	sr_heap_inuse += csize;
+	if (got)
+		*got = csize;
+	return off;
+}
+
+void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size)
+{
+	unsigned c = size_class(size);
+	uint64_t csize = 1ull << (c + SR_HEAP_MIN_SHIFT);
+	struct sr_freelist *fl = &sr_free[c];
+
+	if (!off)
+		return;
+	if (csize >= 65536 &&
+	    fallocate(d->arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, csize))
+		sr_warn("punch hole at %#llx: %m", (unsigned long long)off);
+	if (fl->cnt == fl->cap) {
+		size_t ncap = fl->cap ? fl->cap * 2 : 64;
+		uint64_t *n = realloc(fl->offs, ncap * sizeof(*n));
+
+		if (!n)
+			return; /* leak the chunk rather than fail teardown */
+		fl->offs = n;
+		fl->cap = ncap;
+	}
+	fl->offs[fl->cnt++] = off;
+	sr_heap_inuse -= csize;
+}
+
+uint64_t sr_heap_used(void)
+{
+	return sr_heap_inuse;
+}

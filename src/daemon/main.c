@@ -1,0 +1,244 @@
+/*
+ * softrdmad: the per-host daemon.  One instance per user and network
+ * namespace, found at an abstract Unix socket (see proto.h).  It is started
+ * on demand by the library (or by `softrdma daemon` in the foreground),
+ * serves control requests in a single-threaded poll loop, reclaims the
+ * resources of clients whose socket closes, and exits after an idle period
+ * with no clients.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/daemon_link.h"
+#include "core/log.h"
+#include "core/msg.h"
+#include "daemon/daemon.h"
+
+static volatile sig_atomic_t sr_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	sr_stop = 1;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int listen_socket(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	socklen_t len;
+	int fd;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* abstract name: sun_path[0] = 0 */
+	char name[100];
+
+	sr_daemon_socket_name(name, sizeof(name));
+	len = offsetof(struct sockaddr_un, sun_path) + 1 +
+	      snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s", name);
+	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 128)) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static void accept_client(struct sr_daemon *d)
+{
+	struct sr_client *c;
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	char path[64];
+	int fd, cfd;
+
+	fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->sock = fd;
+	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen))
+		c->pid = cred.pid;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)c->pid);
+	cfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (cfd >= 0) {
+		ssize_t n = read(cfd, c->comm, sizeof(c->comm) - 1);
+
+		if (n > 0 && c->comm[n - 1] == '\n')
+			c->comm[n - 1] = 0;
+		close(cfd);
+	}
+	c->next = d->clients;
+	d->clients = c;
+}
+
+static void drop_client(struct sr_daemon *d, struct sr_client *c)
+{
+	struct sr_client **pp;
+
+	sr_client_teardown(d, c);
+	for (pp = &d->clients; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	close(c->sock);
+	free(c);
+}
+
+static void serve_client(struct sr_daemon *d, struct sr_client *c)
+{
+	struct sr_req req;
+	int fds[SR_MSG_MAX_FDS];
+	int nfds = SR_MSG_MAX_FDS;
+	long n;
+
+	n = sr_msg_recv(c->sock, &req, sizeof(req), fds, &nfds);
+	if (n <= 0) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		drop_client(d, c);
+		return;
+	}
+	if ((size_t)n < offsetof(struct sr_req, u)) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return;
+	}
+	if ((size_t)n < sizeof(req))
+		memset((char *)&req + n, 0, sizeof(req) - n);
+	sr_handle_request(d, c, &req, fds, nfds);
+}
+
+static bool has_resource_clients(const struct sr_daemon *d)
+{
+	for (const struct sr_client *c = d->clients; c; c = c->next)
+		if (!c->monitor)
+			return true;
+	return false;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: softrdmad [--idle SECONDS]   (0 = never exit when idle)\n");
+}
+
+int main(int argc, char **argv)
+{
+	struct sr_daemon d;
+	struct pollfd *pfd = NULL;
+	struct sr_client **who = NULL;
+	size_t cap = 0;
+	uint64_t idle_since;
+	const char *e;
+	int ret;
+
+	memset(&d, 0, sizeof(d));
+	sr_log_init("softrdmad");
+	d.idle_timeout_s = 10;
+	e = getenv("SOFTRDMA_IDLE_TIMEOUT");
+	if (e && *e)
+		d.idle_timeout_s = atoi(e);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--idle") && i + 1 < argc) {
+			d.idle_timeout_s = atoi(argv[++i]);
+		} else {
+			usage();
+			return 2;
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+
+	sr_device_init(&d.dev);
+	e = getenv("SOFTRDMA_ARENA_MB");
+	ret = sr_heap_init(&d, e && *e ? strtoull(e, NULL, 0) << 20 : SR_ARENA_DEFAULT_SIZE);
+	if (!ret)
+		ret = sr_objects_init(&d);
+	if (ret) {
+		sr_err("cannot set up the arena: %s", strerror(-ret));
+		return 1;
+	}
+	d.dev.arena_size = d.arena_size;
+	d.dev.daemon_pid = getpid();
+	d.listen_fd = listen_socket();
+	if (d.listen_fd < 0) {
+		if (d.listen_fd == -EADDRINUSE) {
+			sr_info("another softrdmad serves this namespace");
+			return 0;
+		}
+		sr_err("cannot listen: %s", strerror(-d.listen_fd));
+		return 1;
+	}
+	sr_info("serving %s, idle timeout %d s", d.dev.name, d.idle_timeout_s);
+	idle_since = now_ms();
+
+	while (!sr_stop) {
+		size_t n = 1;
+
+		for (struct sr_client *c = d.clients; c; c = c->next)
+			n++;
+		if (n > cap) {
+			cap = n * 2;
+			pfd = realloc(pfd, cap * sizeof(*pfd));
+			who = realloc(who, cap * sizeof(*who));
+			if (!pfd || !who)
+				return 1;
+		}
+		pfd[0] = (struct pollfd){ .fd = d.listen_fd, .events = POLLIN };
+		n = 1;
+		for (struct sr_client *c = d.clients; c; c = c->next) {
+			pfd[n] = (struct pollfd){ .fd = c->sock, .events = POLLIN };
+			who[n++] = c;
+		}
+		ret = poll(pfd, n, 100);
+		if (ret < 0 && errno != EINTR)
+			break;
+		if (ret > 0) {
+			/* serve clients first: accept_client changes the list head */
+			for (size_t i = 1; i < n; i++)
+				if (pfd[i].revents)
+					serve_client(&d, who[i]);
+			if (pfd[0].revents & POLLIN)
+				accept_client(&d);
+		}
+		if (has_resource_clients(&d)) {
+			idle_since = now_ms();
+		} else if (d.idle_timeout_s > 0 &&
+			   now_ms() - idle_since > (uint64_t)d.idle_timeout_s * 1000) {
+			sr_info("idle for %d s, exiting", d.idle_timeout_s);
+			break;
+		}
+	}
+	while (d.clients)
+		drop_client(&d, d.clients);
+	close(d.listen_fd);
+	free(pfd);
+	free(who);
+	return 0;
+}

@@ -1,0 +1,1130 @@
+/*
+ * The resource registry and the control-verb handlers of softrdmad.  Each
+ * handler validates a request the way the kernel's uverbs layer and an HCA's
+ * firmware would (ownership, object kinds, capability limits, the QP state
+ * machine), allocates host-wide numbers, initialises the shared object in
+ * the arena, and records it on the client's list.  sr_client_teardown()
+ * destroys a client's objects newest first, so dependents always go before
+ * what they depend on.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/msg.h"
+#include "core/qp_state.h"
+#include "core/seqlock.h"
+#include "core/shmlock.h"
+#include "daemon/daemon.h"
+
+#define SR_HANDLE_LIMIT (1u << 18)
+
+static uint32_t roundup_pow2(uint32_t v)
+{
+	uint32_t r = 1;
+
+	while (r < v)
+		r <<= 1;
+	return r;
+}
+
+static uint32_t align64(uint32_t v)
+{
+	return (v + 63) & ~63u;
+}
+
+int sr_objects_init(struct sr_daemon *d)
+{
+	static const enum sr_obj_kind handle_kinds[] = { SR_OBJ_FD, SR_OBJ_PD, SR_OBJ_CQ,
+							 SR_OBJ_MCAST };
+
+	for (size_t i = 0; i < sizeof(handle_kinds) / sizeof(handle_kinds[0]); i++) {
+		enum sr_obj_kind k = handle_kinds[i];
+
+		if (sr_idalloc_init(&d->ids[k], 1, SR_HANDLE_LIMIT))
+			return -ENOMEM;
+		d->by_handle[k] = calloc(SR_HANDLE_LIMIT, sizeof(struct sr_obj *));
+		if (!d->by_handle[k])
+			return -ENOMEM;
+	}
+	/* QPN 0 and 1 are QP0/QP1 (IBTA 3.5.4); index 0 is never handed out for keys or SRQs */
+	if (sr_idalloc_init(&d->qpn_ids, 2, SR_MAX_QPS) || sr_idalloc_init(&d->srqn_ids, 1, SR_MAX_SRQS) ||
+	    sr_idalloc_init(&d->key_ids, 1, SR_MAX_KEYS))
+		return -ENOMEM;
+	d->qp_by_idx = calloc(SR_MAX_QPS, sizeof(struct sr_obj *));
+	d->srq_by_idx = calloc(SR_MAX_SRQS, sizeof(struct sr_obj *));
+	d->key_by_idx = calloc(SR_MAX_KEYS, sizeof(struct sr_obj *));
+	if (!d->qp_by_idx || !d->srq_by_idx || !d->key_by_idx)
+		return -ENOMEM;
+	return 0;
+}
+
+struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle)
+{
+	struct sr_obj *o = NULL;
+
+	switch (kind) {
+	case SR_OBJ_QP:
+		o = d->qp_by_idx[sr_qpn_index(handle) % SR_MAX_QPS];
+		break;
+	case SR_OBJ_SRQ:
+		o = d->srq_by_idx[sr_qpn_index(handle) % SR_MAX_SRQS];
+		break;
+	case SR_OBJ_MR:
+	case SR_OBJ_MW:
+		o = d->key_by_idx[sr_key_index(handle) % SR_MAX_KEYS];
+		break;
+	default:
+		if (handle < SR_HANDLE_LIMIT && d->by_handle[kind])
+			o = d->by_handle[kind][handle];
+	}
+	if (o && (o->kind != kind || o->handle != handle))
+		return NULL;
+	return o;
+}
+
+/* Looks up an object the requesting client owns. */
+static struct sr_obj *owned(struct sr_daemon *d, struct sr_client *c, enum sr_obj_kind kind,
+			    uint32_t handle)
+{
+	struct sr_obj *o = sr_obj_lookup(d, kind, handle);
+
+	return o && o->owner == c ? o : NULL;
+}
+
+static struct sr_obj *obj_new(struct sr_client *c, enum sr_obj_kind kind)
+{
+	struct sr_obj *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	o->kind = kind;
+	o->owner = c;
+	o->cnext = c->objs;
+	if (c->objs)
+		c->objs->cprev = o;
+	c->objs = o;
+	return o;
+}
+
+static void obj_hold(struct sr_obj *o, struct sr_obj *dep)
+{
+	for (int i = 0; i < 4; i++) {
+		if (!o->deps[i]) {
+			o->deps[i] = dep;
+			dep->users++;
+			return;
+		}
+	}
+	abort(); /* callers never hold more than four */
+}
+
+static void obj_unlink(struct sr_obj *o)
+{
+	struct sr_client *c = o->owner;
+
+	for (int i = 0; i < 4; i++)
+		if (o->deps[i])
+			o->deps[i]->users--;
+	if (o->cprev)
+		o->cprev->cnext = o->cnext;
+	else
+		c->objs = o->cnext;
+	if (o->cnext)
+		o->cnext->cprev = o->cprev;
+	free(o);
+}
+
+static int handle_new(struct sr_daemon *d, struct sr_obj *o)
+{
+	int64_t h = sr_idalloc_get(&d->ids[o->kind]);
+
+	if (h < 0)
+		return (int)h;
+	o->handle = h;
+	d->by_handle[o->kind][h] = o;
+	return 0;
+}
+
+static void handle_free(struct sr_daemon *d, struct sr_obj *o)
+{
+	d->by_handle[o->kind][o->handle] = NULL;
+	sr_idalloc_put(&d->ids[o->kind], o->handle);
+}
+
+static struct sr_key_entry *key_entry(struct sr_daemon *d, uint32_t key)
+{
+	return &sr_arena_keytab(d->arena)[sr_key_index(key) % SR_MAX_KEYS];
+}
+
+static void key_publish(struct sr_key_entry *e, const struct sr_key_entry *val)
+{
+	sr_seq_write(&e->seq, (const char *)val + sizeof(e->seq), sizeof(*e) - sizeof(e->seq));
+}
+
+static void key_clear(struct sr_daemon *d, uint32_t key)
+{
+	struct sr_key_entry z;
+
+	memset(&z, 0, sizeof(z));
+	key_publish(key_entry(d, key), &z);
+}
+
+/* Allocates a key index and composes a key with fresh random bits. */
+static int key_alloc(struct sr_daemon *d, struct sr_obj *o)
+{
+	int64_t idx = sr_idalloc_get(&d->key_ids);
+
+	if (idx < 0)
+		return -ENOMEM;
+	o->handle = sr_key_make(idx, sr_random32());
+	d->key_by_idx[idx] = o;
+	return 0;
+}
+
+static void key_free(struct sr_daemon *d, struct sr_obj *o)
+{
+	uint32_t idx = sr_key_index(o->handle);
+
+	key_clear(d, o->handle);
+	d->key_by_idx[idx] = NULL;
+	sr_idalloc_put(&d->key_ids, idx);
+}
+
+/* ---- fds ---- */
+
+static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		     int nfds, struct sr_rep *rep)
+{
+	struct sr_obj *o;
+	int ret;
+
+	if (nfds != 1 || (req->u.reg_fd.kind != SR_FD_MEM && req->u.reg_fd.kind != SR_FD_EVENT))
+		return -EINVAL;
+	o = obj_new(c, SR_OBJ_FD);
+	if (!o)
+		return -ENOMEM;
+	ret = handle_new(d, o);
+	if (ret) {
+		obj_unlink(o);
+		return ret;
+	}
+	o->u.fd.fd = fds[0];
+	o->u.fd.kind = req->u.reg_fd.kind;
+	fds[0] = -1; /* consumed */
+	rep->handle = o->handle;
+	return 0;
+}
+
+static void fd_destroy(struct sr_daemon *d, struct sr_obj *o)
+{
+	close(o->u.fd.fd);
+	handle_free(d, o);
+	obj_unlink(o);
+}
+
+/* ---- PD ---- */
+
+static int do_alloc_pd(struct sr_daemon *d, struct sr_client *c, struct sr_rep *rep)
+{
+	struct sr_obj *o = obj_new(c, SR_OBJ_PD);
+	int ret;
+
+	if (!o)
+		return -ENOMEM;
+	ret = handle_new(d, o);
+	if (ret) {
+		obj_unlink(o);
+		return -ENOMEM;
+	}
+	rep->handle = o->handle;
+	return 0;
+}
+
+static void pd_destroy(struct sr_daemon *d, struct sr_obj *o)
+{
+	handle_free(d, o);
+	obj_unlink(o);
+}
+
+/* ---- MR / MW ---- */
+
+#define SR_ACCESS_ALL                                                                           \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |             \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                 \
+	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING)
+
+static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+		     struct sr_rep *rep)
+{
+	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
+	struct sr_obj *pd = owned(d, c, SR_OBJ_PD, r->pd);
+	struct sr_key_entry e;
+	struct sr_obj *o;
+	uint64_t total = 0;
+	int ret;
+
+	if (!pd)
+		return -EINVAL;
+	if (r->access & ~SR_ACCESS_ALL)
+		return -EINVAL;
+	/* IBTA 10.6.3.1 (C10-26): remote write or atomic requires local write */
+	if ((r->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(r->access & IBV_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	if (!r->length || r->length > SR_MAX_MR_SIZE || !r->nsegs || r->nsegs > SR_MR_MAX_SEGS)
+		return -EINVAL;
+	for (uint32_t i = 0; i < r->nsegs; i++) {
+		/* any context of the same process may have registered the pages */
+		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, r->segs[i].fd_id);
+
+		if (!f || f->owner->pid != c->pid || f->u.fd.kind != SR_FD_MEM)
+			return -EINVAL;
+		total += r->segs[i].len;
+	}
+	if (total < r->length)
+		return -EINVAL;
+	o = obj_new(c, SR_OBJ_MR);
+	if (!o)
+		return -ENOMEM;
+	ret = key_alloc(d, o);
+	if (ret) {
+		obj_unlink(o);
+		return ret;
+	}
+	obj_hold(o, pd);
+	o->u.mr.addr = r->addr;
+	o->u.mr.length = r->length;
+	o->u.mr.iova = r->iova;
+	o->u.mr.access = r->access;
+	o->u.mr.nsegs = r->nsegs;
+	memcpy(o->u.mr.segs, r->segs, sizeof(r->segs[0]) * r->nsegs);
+
+	memset(&e, 0, sizeof(e));
+	e.key = o->handle;
+	e.kind = SR_KEY_MR;
+	e.pd = r->pd;
+	e.access = r->access;
+	e.owner_pid = c->pid;
+	e.iova = r->iova;
+	e.length = r->length;
+	e.addr = r->addr;
+	e.reg_seq = atomic_fetch_add(&((struct sr_arena_hdr *)d->arena)->reg_seq, 1) + 1;
+	key_publish(key_entry(d, o->handle), &e);
+	rep->handle = o->handle;
+	rep->u.mr.lkey = rep->u.mr.rkey = o->handle;
+	return 0;
+}
+
+static void mr_destroy(struct sr_daemon *d, struct sr_obj *o)
+{
+	key_free(d, o);
+	obj_unlink(o);
+}
+
+/* Hands the memfds behind a key's MR to any client that must reach it
+ * (the initiator of a one-sided operation, or a SEND's executor). */
+static int do_mr_map(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+		     struct sr_rep *rep, int *out_fds, int *nout)
+{
+	struct sr_obj *o = sr_obj_lookup(d, SR_OBJ_MR, req->handle);
+
+	if (!o)
+		return -ENOENT;
+	rep->u.mr_map.iova = o->u.mr.iova;
+	rep->u.mr_map.length = o->u.mr.length;
+	rep->u.mr_map.owner_pid = o->owner->pid;
+	rep->u.mr_map.nsegs = o->u.mr.nsegs;
+	for (uint32_t i = 0; i < o->u.mr.nsegs; i++) {
+		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, o->u.mr.segs[i].fd_id);
+
+		if (!f)
+			return -ENOENT;
+		rep->u.mr_map.segs[i] = o->u.mr.segs[i];
+		rep->u.mr_map.segs[i].fd_id = i;
+		out_fds[i] = f->u.fd.fd;
+	}
+	*nout = o->u.mr.nsegs;
+	rep->handle = o->handle;
+	return 0;
+}
+
+static int do_alloc_mw(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+		       struct sr_rep *rep)
+{
+	struct sr_obj *pd = owned(d, c, SR_OBJ_PD, req->u.mw.pd);
+	struct sr_key_entry e;
+	struct sr_obj *o;
+	int ret;
+
+	if (!pd)
+		return -EINVAL;
+	if (req->u.mw.type != IBV_MW_TYPE_1 && req->u.mw.type != IBV_MW_TYPE_2)
+		return -EINVAL;
+	o = obj_new(c, SR_OBJ_MW);
+	if (!o)
+		return -ENOMEM;
+	ret = key_alloc(d, o);
+	if (ret) {
+		obj_unlink(o);
+		return ret;
+	}
+	obj_hold(o, pd);
+	o->u.mw.type = req->u.mw.type;
+	memset(&e, 0, sizeof(e));
+	e.key = o->handle;
+	e.kind = req->u.mw.type == IBV_MW_TYPE_1 ? SR_KEY_MW1 : SR_KEY_MW2;
+	e.pd = req->u.mw.pd;
+	e.owner_pid = c->pid;
+	e.reg_seq = atomic_fetch_add(&((struct sr_arena_hdr *)d->arena)->reg_seq, 1) + 1;
+	key_publish(key_entry(d, o->handle), &e);
+	rep->handle = o->handle;
+	rep->u.mw.rkey = o->handle;
+	return 0;
+}
+
+static void mw_destroy(struct sr_daemon *d, struct sr_obj *o)
+{
+	key_free(d, o);
+	obj_unlink(o);
+}
+
+/* ---- CQ ---- */
+
+static int do_create_cq(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			struct sr_rep *rep)
+{
+	uint32_t cqe = req->u.cq.cqe, cnt;
+	struct sr_cq_shm *cq;
+	struct sr_obj *o, *ch = NULL;
+	uint64_t off, got, ring, size;
+	int ret;
+
+	if (cqe < 1 || cqe > SR_MAX_CQE)
+		return -EINVAL;
+	if (req->u.cq.channel_fd_id) {
+		ch = owned(d, c, SR_OBJ_FD, req->u.cq.channel_fd_id);
+		if (!ch || ch->u.fd.kind != SR_FD_EVENT)
+			return -EINVAL;
+	}
+	cnt = roundup_pow2(cqe + 1);
+	ring = align64(sizeof(*cq));
+	size = ring + (uint64_t)cnt * sizeof(struct sr_cqe);
+	off = sr_heap_alloc(d, size, &got);
+	if (!off)
+		return -ENOMEM;
+	o = obj_new(c, SR_OBJ_CQ);
+	if (!o || handle_new(d, o)) {
+		if (o)
+			obj_unlink(o);
+		sr_heap_free(d, off, got);
+		return -ENOMEM;
+	}
+	if (ch)
+		obj_hold(o, ch);
+	o->u.shm.off = off;
+	o->u.shm.size = got;
+	cq = sr_arena_ptr(d->arena, off);
+	cq->cqe_cnt = cnt;
+	cq->max_cqe = cnt - 1;
+	cq->channel_fd_id = req->u.cq.channel_fd_id;
+	cq->async_fd_id = req->u.cq.async_fd_id;
+	cq->handle = o->handle;
+	cq->owner_pid = c->pid;
+	cq->ring_off = off + ring;
+	ret = sr_shm_mutex_init(&cq->lock);
+	if (ret)
+		sr_warn("cq mutex init: %d", ret);
+	rep->handle = o->handle;
+	rep->u.cq.off = off;
+	rep->u.cq.max_cqe = cq->max_cqe;
+	return 0;
+}
+
+/* Moves a CQ's ring to a new chunk, keeping unpolled completions in order.
+ * The owner polls under the same lock, so nobody sees the ring move. */
+static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			struct sr_rep *rep)
+{
+	struct sr_obj *o = owned(d, c, SR_OBJ_CQ, req->handle);
+	uint32_t cqe = req->u.cq.cqe, cnt, pending;
+	struct sr_cq_shm *cq;
+	uint64_t off, got, size;
+	struct sr_cqe *old, *nr;
+	uint32_t prod, cons;
+
+	if (!o)
+		return -EINVAL;
+	if (cqe < 1 || cqe > SR_MAX_CQE)
+		return -EINVAL;
+	cq = sr_arena_at(d->arena, o->u.shm.off);
+	cnt = roundup_pow2(cqe + 1);
+	size = (uint64_t)cnt * sizeof(struct sr_cqe);
+	off = sr_heap_alloc(d, size, &got);
+	if (!off)
+		return -ENOMEM;
+	sr_shm_lock(&cq->lock);
+	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
+	cons = atomic_load_explicit(&cq->cons, memory_order_relaxed);
+	pending = prod - cons;
+	if (pending > cnt - 1) {
+		sr_shm_unlock(&cq->lock);
+		sr_heap_free(d, off, got);
+		return -EINVAL;
+	}
+	old = sr_arena_ptr(d->arena, cq->ring_off);
+	nr = sr_arena_ptr(d->arena, off);
+	for (uint32_t i = 0; i < pending; i++) {
+		nr[i] = old[(cons + i) & (cq->cqe_cnt - 1)];
+		atomic_store_explicit(&nr[i].seq, i + 1, memory_order_relaxed);
+	}
+	/* the old ring lives in the first chunk (after the header) unless already resized */
+	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
+		sr_heap_free(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
+	cq->ring_off = off;
+	cq->cqe_cnt = cnt;
+	cq->max_cqe = cnt - 1;
+	atomic_store_explicit(&cq->cons, 0, memory_order_relaxed);
+	atomic_store_explicit(&cq->prod, pending, memory_order_release);
+	sr_shm_unlock(&cq->lock);
+	rep->u.cq.max_cqe = cnt - 1;
+	rep->u.cq.off = o->u.shm.off;
+	return 0;
+}
+
+static void cq_destroy(struct sr_daemon *d, struct sr_obj *o)
+{
+	struct sr_cq_shm *cq = sr_arena_at(d->arena, o->u.shm.off);
+
+	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
+		sr_heap_free(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
+	sr_heap_free(d, o->u.shm.off, o->u.shm.size);
+	handle_free(d, o);
+	obj_unlink(o);
+}
+
+/* ---- work queues ---- */
+
+static uint32_t send_stride(uint32_t sge, uint32_t inl)
+{
+	uint32_t body = sge * sizeof(struct sr_sge_shm);
+
+	if (inl > body)
+		body = inl;
+	return align64(sizeof(struct sr_send_wqe) + body);
+}
+
+static uint32_t recv_stride(uint32_t sge)
+{
+	return align64(sizeof(struct sr_recv_wqe) + sge * sizeof(struct sr_sge_shm));
+}
+
+static void wq_init(struct sr_wq *wq, uint32_t max_wr, uint32_t max_sge, uint32_t max_inline,
+		    uint32_t stride, uint64_t wqe_off)
+{
+	wq->wqe_cnt = roundup_pow2(max_wr ? max_wr : 1);
+	wq->max_wr = wq->wqe_cnt;
+	wq->max_sge = max_sge;
+	wq->stride = stride;
+	wq->max_inline = max_inline;
+	wq->wqe_off = wqe_off;
+}
+
+/* ---- SRQ ---- */
+
+static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			 struct sr_rep *rep)
+{
+	struct sr_obj *pd = owned(d, c, SR_OBJ_PD, req->u.srq.pd), *o;
+	uint32_t max_wr = req->u.srq.max_wr, sge = req->u.srq.max_sge, stride, cnt;
+	struct sr_srq_shm *srq;
+	uint64_t off, got, hdr;
+	int64_t idx;
+
+	if (!pd)
+		return -EINVAL;
+	if (!max_wr || max_wr > SR_MAX_SRQ_WR || sge > SR_MAX_SGE || req->u.srq.srq_limit > max_wr)
+		return -EINVAL;
+	if (!sge)
+		sge = 1;
+	stride = recv_stride(sge);
+	cnt = roundup_pow2(max_wr);
+	hdr = align64(sizeof(*srq));
+	off = sr_heap_alloc(d, hdr + (uint64_t)cnt * stride, &got);
+	if (!off)
+		return -ENOMEM;
+	idx = sr_idalloc_get(&d->srqn_ids);
+	o = idx >= 0 ? obj_new(c, SR_OBJ_SRQ) : NULL;
+	if (!o) {
+		if (idx >= 0)
+			sr_idalloc_put(&d->srqn_ids, idx);
+		sr_heap_free(d, off, got);
+		return -ENOMEM;
+	}
+	obj_hold(o, pd);
+	o->handle = sr_qpn_make(idx, sr_random32());
+	o->u.shm.off = off;
+	o->u.shm.size = got;
+	d->srq_by_idx[idx] = o;
+	srq = sr_arena_ptr(d->arena, off);
+	srq->srqn = o->handle;
+	srq->pd = req->u.srq.pd;
+	srq->owner_pid = c->pid;
+	srq->async_fd_id = req->u.srq.async_fd_id;
+	srq->user_handle = req->u.srq.user_handle;
+	sr_shm_mutex_init(&srq->lock);
+	wq_init(&srq->rq, max_wr, sge, 0, stride, off + hdr);
+	srq->rq.limit = req->u.srq.srq_limit;
+	atomic_store_explicit(&srq->limit_armed, srq->rq.limit != 0, memory_order_relaxed);
+	atomic_store_explicit(&sr_arena_srqtab(d->arena)[idx].obj_off, off, memory_order_release);
+	rep->handle = o->handle;
+	rep->u.srq.off = off;
+	rep->u.srq.max_wr = srq->rq.max_wr;
+	rep->u.srq.max_sge = sge;
+	return 0;
+}
+
+static int do_modify_srq(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			 struct sr_rep *rep)
+{
+	struct sr_obj *o = owned(d, c, SR_OBJ_SRQ, req->handle);
+	uint32_t mask = req->u.srq.max_sge; /* reused field: attr mask */
+	struct sr_srq_shm *srq;
+
+	if (!o)
+		return -EINVAL;
+	srq = sr_arena_at(d->arena, o->u.shm.off);
+	if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))
+		return -EINVAL;
+	if (mask & IBV_SRQ_MAX_WR)
+		return -EINVAL; /* SRQ resize is not supported (as on mlx5) */
+	if (mask & IBV_SRQ_LIMIT) {
+		if (req->u.srq.srq_limit > srq->rq.max_wr)
+			return -EINVAL;
+		sr_shm_lock(&srq->lock);
+		srq->rq.limit = req->u.srq.srq_limit;
+		atomic_store_explicit(&srq->limit_armed, srq->rq.limit != 0, memory_order_release);
+		sr_shm_unlock(&srq->lock);
+	}
+	return 0;
+}
+
+static void srq_destroy(struct sr_daemon *d, struct sr_obj *o)
+{
+	uint32_t idx = sr_qpn_index(o->handle);
+
+	atomic_store_explicit(&sr_arena_srqtab(d->arena)[idx].obj_off, 0, memory_order_release);
+	d->srq_by_idx[idx] = NULL;
+	sr_idalloc_put(&d->srqn_ids, idx);
+	sr_heap_free(d, o->u.shm.off, o->u.shm.size);
+	obj_unlink(o);
+}
+
+/* ---- QP ---- */
+
+static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			struct sr_rep *rep)
+{
+	const __typeof__(req->u.create_qp) *r = &req->u.create_qp;
+	struct sr_obj *pd = owned(d, c, SR_OBJ_PD, r->pd);
+	struct sr_obj *scq = owned(d, c, SR_OBJ_CQ, r->send_cq);
+	struct sr_obj *rcq = owned(d, c, SR_OBJ_CQ, r->recv_cq);
+	struct sr_obj *srq = NULL, *o;
+	struct sr_req_qp_caps cap = r->cap;
+	uint32_t sstride, rstride, scnt, rcnt;
+	uint64_t off, got, hdr, sq_bytes;
+	struct sr_qp_shm *qp;
+	int64_t idx;
+
+	if (r->type != IBV_QPT_RC && r->type != IBV_QPT_UC && r->type != IBV_QPT_UD)
+		return -EOPNOTSUPP;
+	if (!pd || !scq || !rcq)
+		return -EINVAL;
+	if (r->srqn) {
+		srq = owned(d, c, SR_OBJ_SRQ, r->srqn);
+		if (!srq)
+			return -EINVAL;
+	}
+	if (cap.max_send_wr > SR_MAX_QP_WR || cap.max_send_sge > SR_MAX_SGE ||
+	    cap.max_inline_data > SR_MAX_INLINE)
+		return -EINVAL;
+	if (!srq && (cap.max_recv_wr > SR_MAX_QP_WR || cap.max_recv_sge > SR_MAX_SGE))
+		return -EINVAL;
+	if (srq)
+		cap.max_recv_wr = cap.max_recv_sge = 0;
+	if (!cap.max_send_sge)
+		cap.max_send_sge = 1;
+	if (!srq && !cap.max_recv_sge)
+		cap.max_recv_sge = 1;
+	sstride = send_stride(cap.max_send_sge, cap.max_inline_data);
+	rstride = recv_stride(cap.max_recv_sge ? cap.max_recv_sge : 1);
+	scnt = roundup_pow2(cap.max_send_wr ? cap.max_send_wr : 1);
+	rcnt = srq ? 0 : roundup_pow2(cap.max_recv_wr ? cap.max_recv_wr : 1);
+	hdr = align64(sizeof(*qp));
+	sq_bytes = (uint64_t)scnt * sstride;
+	off = sr_heap_alloc(d, hdr + sq_bytes + (uint64_t)rcnt * rstride, &got);
+	if (!off)
+		return -ENOMEM;
+	idx = sr_idalloc_get(&d->qpn_ids);
+	o = idx >= 0 ? obj_new(c, SR_OBJ_QP) : NULL;
+	if (!o) {
+		if (idx >= 0)
+			sr_idalloc_put(&d->qpn_ids, idx);
+		sr_heap_free(d, off, got);
+		return -ENOMEM;
+	}
+	obj_hold(o, pd);
+	obj_hold(o, scq);
+	obj_hold(o, rcq);
+	if (srq)
+		obj_hold(o, srq);
+	o->handle = sr_qpn_make(idx, sr_random32());
+	o->u.shm.off = off;
+	o->u.shm.size = got;
+	d->qp_by_idx[idx] = o;
+
+	qp = sr_arena_ptr(d->arena, off);
+	qp->qpn = o->handle;
+	qp->type = r->type;
+	atomic_store_explicit(&qp->state, IBV_QPS_RESET, memory_order_relaxed);
+	qp->pd = r->pd;
+	qp->owner_pid = c->pid;
+	qp->async_fd_id = r->async_fd_id;
+	qp->user_handle = r->user_handle;
+	qp->srqn = r->srqn;
+	qp->sq_sig_all = r->sq_sig_all;
+	qp->send_cq_off = scq->u.shm.off;
+	qp->recv_cq_off = rcq->u.shm.off;
+	qp->srq_off = srq ? srq->u.shm.off : 0;
+	qp->port_num = 1;
+	sr_shm_mutex_init(&qp->sq_lock);
+	sr_shm_mutex_init(&qp->rq_lock);
+	wq_init(&qp->sq, scnt, cap.max_send_sge, sstride - sizeof(struct sr_send_wqe), sstride,
+		off + hdr);
+	if (!srq)
+		wq_init(&qp->rq, rcnt, cap.max_recv_sge, 0, rstride, off + hdr + sq_bytes);
+	atomic_store_explicit(&sr_arena_qptab(d->arena)[idx].obj_off, off, memory_order_release);
+
+	rep->handle = o->handle;
+	rep->u.qp.off = off;
+	rep->u.qp.cap.max_send_wr = qp->sq.max_wr;
+	rep->u.qp.cap.max_send_sge = cap.max_send_sge;
+	rep->u.qp.cap.max_inline_data = qp->sq.max_inline;
+	rep->u.qp.cap.max_recv_wr = srq ? 0 : qp->rq.max_wr;
+	rep->u.qp.cap.max_recv_sge = srq ? 0 : cap.max_recv_sge;
+	return 0;
+}
+
+static void attr_from_wire(const struct sr_qp_attr_wire *w, struct ibv_qp_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = w->qp_state;
+	a->cur_qp_state = w->cur_qp_state;
+	a->path_mtu = w->path_mtu;
+	a->path_mig_state = w->path_mig_state;
+	a->qkey = w->qkey;
+	a->rq_psn = w->rq_psn;
+	a->sq_psn = w->sq_psn;
+	a->dest_qp_num = w->dest_qp_num;
+	a->qp_access_flags = w->qp_access_flags;
+	a->cap.max_send_wr = w->cap.max_send_wr;
+	a->cap.max_recv_wr = w->cap.max_recv_wr;
+	a->cap.max_send_sge = w->cap.max_send_sge;
+	a->cap.max_recv_sge = w->cap.max_recv_sge;
+	a->cap.max_inline_data = w->cap.max_inline_data;
+	memcpy(&a->ah_attr, w->ah_attr, sizeof(a->ah_attr));
+	memcpy(&a->alt_ah_attr, w->alt_ah_attr, sizeof(a->alt_ah_attr));
+	a->pkey_index = w->pkey_index;
+	a->alt_pkey_index = w->alt_pkey_index;
+	a->en_sqd_async_notify = w->en_sqd_async_notify;
+	a->sq_draining = w->sq_draining;
+	a->max_rd_atomic = w->max_rd_atomic;
+	a->max_dest_rd_atomic = w->max_dest_rd_atomic;
+	a->min_rnr_timer = w->min_rnr_timer;
+	a->port_num = w->port_num;
+	a->timeout = w->timeout;
+	a->retry_cnt = w->retry_cnt;
+	a->rnr_retry = w->rnr_retry;
+	a->alt_port_num = w->alt_port_num;
+	a->alt_timeout = w->alt_timeout;
+	a->rate_limit = w->rate_limit;
+}
+
+static void wq_reset(struct sr_wq *wq)
+{
+	atomic_store_explicit(&wq->head, 0, memory_order_relaxed);
+	atomic_store_explicit(&wq->tail, 0, memory_order_relaxed);
+}
+
+static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			struct sr_rep *rep)
+{
+	struct sr_obj *o = owned(d, c, SR_OBJ_QP, req->handle);
+	const struct sr_qp_limits lim = {
+		.port_count = 1,
+		.pkey_table_len = SR_PKEY_TBL_LEN,
+		.max_mtu = IBV_MTU_4096,
+		.max_rd_atom = SR_MAX_RD_ATOM,
+		.max_dest_rd_atom = SR_MAX_RD_ATOM,
+		.max_send_wr = SR_MAX_QP_WR,
+		.max_recv_wr = SR_MAX_QP_WR,
+		.max_send_sge = SR_MAX_SGE,
+		.max_recv_sge = SR_MAX_SGE,
+		.max_inline_data = SR_MAX_INLINE,
+	};
+	uint32_t mask = req->u.modify_qp.attr_mask;
+	enum ibv_qp_state next;
+	struct ibv_qp_attr a;
+	struct sr_qp_shm *qp;
+	int ret;
+
+	if (!o)
+		return -EINVAL;
+	qp = sr_arena_at(d->arena, o->u.shm.off);
+	attr_from_wire(&req->u.modify_qp.attr, &a);
+	ret = sr_qp_modify_check(qp->type, atomic_load_explicit(&qp->state, memory_order_acquire), &a, mask, &lim, &next);
+	if (ret)
+		return ret;
+	if (mask & IBV_QP_CAP)
+		return -EINVAL; /* resizing a QP's queues is not supported */
+
+	sr_shm_lock(&qp->sq_lock);
+	sr_shm_lock(&qp->rq_lock);
+	if (mask & IBV_QP_PKEY_INDEX)
+		qp->pkey_index = a.pkey_index;
+	if (mask & IBV_QP_PORT)
+		qp->port_num = a.port_num;
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		qp->access = a.qp_access_flags;
+	if (mask & IBV_QP_QKEY)
+		qp->qkey = a.qkey;
+	if (mask & IBV_QP_AV)
+		memcpy(qp->ah_attr, &a.ah_attr, sizeof(qp->ah_attr));
+	if (mask & IBV_QP_ALT_PATH) {
+		memcpy(qp->alt_ah_attr, &a.alt_ah_attr, sizeof(qp->alt_ah_attr));
+		qp->alt_port_num = a.alt_port_num;
+		qp->alt_pkey_index = a.alt_pkey_index;
+		qp->alt_timeout = a.alt_timeout;
+	}
+	if (mask & IBV_QP_PATH_MIG_STATE)
+		qp->path_mig_state = a.path_mig_state;
+	if (mask & IBV_QP_PATH_MTU)
+		qp->path_mtu = a.path_mtu;
+	if (mask & IBV_QP_TIMEOUT)
+		qp->timeout = a.timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		qp->retry_cnt = a.retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		qp->rnr_retry = a.rnr_retry;
+	if (mask & IBV_QP_RQ_PSN)
+		qp->rq_psn = a.rq_psn & SR_QP_PSN_MASK;
+	if (mask & IBV_QP_SQ_PSN)
+		qp->sq_psn = a.sq_psn & SR_QP_PSN_MASK;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		qp->max_rd_atomic = a.max_rd_atomic;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		qp->max_dest_rd_atomic = a.max_dest_rd_atomic;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		qp->min_rnr_timer = a.min_rnr_timer;
+	if (mask & IBV_QP_DEST_QPN)
+		qp->dest_qpn = a.dest_qp_num;
+	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		qp->en_sqd_async_notify = a.en_sqd_async_notify;
+	if (next == IBV_QPS_RESET) {
+		/* IBTA 10.3.1: RESET discards every outstanding WQE */
+		wq_reset(&qp->sq);
+		if (!qp->srqn)
+			wq_reset(&qp->rq);
+		qp->exec_pos = 0;
+		atomic_store(&qp->stalled, SR_STALL_NONE);
+	}
+	atomic_store_explicit(&qp->state, next, memory_order_release);
+	sr_shm_unlock(&qp->rq_lock);
+	sr_shm_unlock(&qp->sq_lock);
+	rep->u.modify_qp.state = next;
+	return 0;
+}
+
+static void mcast_detach_qp(struct sr_daemon *d, uint32_t qpn, const uint8_t *gid);
+
+static void qp_destroy(struct sr_daemon *d, struct sr_obj *o)
+{
+	uint32_t idx = sr_qpn_index(o->handle);
+
+	mcast_detach_qp(d, o->handle, NULL);
+	atomic_store_explicit(&sr_arena_qptab(d->arena)[idx].obj_off, 0, memory_order_release);
+	d->qp_by_idx[idx] = NULL;
+	sr_idalloc_put(&d->qpn_ids, idx);
+	sr_heap_free(d, o->u.shm.off, o->u.shm.size);
+	obj_unlink(o);
+}
+
+/* ---- multicast ---- */
+
+static struct sr_mcast_group *mcast_find(struct sr_daemon *d, const uint8_t *gid, bool create)
+{
+	struct sr_mcast_group *t = sr_arena_mcasttab(d->arena), *free_slot = NULL;
+
+	for (uint32_t i = 0; i < SR_MAX_MCAST_GRP; i++) {
+		if (t[i].nqp && !memcmp(t[i].gid, gid, 16))
+			return &t[i];
+		if (!t[i].nqp && !free_slot)
+			free_slot = &t[i];
+	}
+	return create ? free_slot : NULL;
+}
+
+static void mcast_write(struct sr_mcast_group *g, const struct sr_mcast_group *val)
+{
+	sr_seq_write(&g->seq, (const char *)val + sizeof(g->seq), sizeof(*g) - sizeof(g->seq));
+}
+
+/* Removes qpn from one group (gid) or from all groups (gid NULL). */
+static void mcast_detach_qp(struct sr_daemon *d, uint32_t qpn, const uint8_t *gid)
+{
+	struct sr_mcast_group *t = sr_arena_mcasttab(d->arena);
+
+	for (uint32_t i = 0; i < SR_MAX_MCAST_GRP; i++) {
+		struct sr_mcast_group g = t[i];
+		uint32_t k = 0;
+
+		if (!g.nqp || (gid && memcmp(g.gid, gid, 16)))
+			continue;
+		for (uint32_t j = 0; j < g.nqp; j++)
+			if (g.qpn[j] != qpn)
+				g.qpn[k++] = g.qpn[j];
+		if (k != g.nqp) {
+			g.nqp = k;
+			mcast_write(&t[i], &g);
+		}
+	}
+}
+
+static int do_attach_mcast(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			   bool attach)
+{
+	struct sr_obj *o = owned(d, c, SR_OBJ_QP, req->handle);
+	struct sr_mcast_group *slot, g;
+	struct sr_qp_shm *qp;
+
+	if (!o)
+		return -EINVAL;
+	qp = sr_arena_at(d->arena, o->u.shm.off);
+	if (qp->type != IBV_QPT_UD || req->u.mcast.gid[0] != 0xff)
+		return -EINVAL; /* only UD QPs join, and only multicast GIDs (IBTA 4.1.1) */
+	if (!attach) {
+		slot = mcast_find(d, req->u.mcast.gid, false);
+		if (!slot)
+			return -EINVAL;
+		mcast_detach_qp(d, req->handle, req->u.mcast.gid);
+		return 0;
+	}
+	slot = mcast_find(d, req->u.mcast.gid, true);
+	if (!slot)
+		return -ENOMEM;
+	g = *slot;
+	if (!g.nqp)
+		memcpy(g.gid, req->u.mcast.gid, 16);
+	for (uint32_t j = 0; j < g.nqp; j++)
+		if (g.qpn[j] == req->handle)
+			return 0; /* already attached: idempotent, as the kernel */
+	if (g.nqp >= SR_MAX_MCAST_ATTACH)
+		return -ENOMEM;
+	g.qpn[g.nqp++] = req->handle;
+	mcast_write(slot, &g);
+	return 0;
+}
+
+/* ---- dispatch ---- */
+
+static void obj_destroy(struct sr_daemon *d, struct sr_obj *o)
+{
+	switch (o->kind) {
+	case SR_OBJ_FD:
+		fd_destroy(d, o);
+		break;
+	case SR_OBJ_PD:
+		pd_destroy(d, o);
+		break;
+	case SR_OBJ_MR:
+		mr_destroy(d, o);
+		break;
+	case SR_OBJ_MW:
+		mw_destroy(d, o);
+		break;
+	case SR_OBJ_CQ:
+		cq_destroy(d, o);
+		break;
+	case SR_OBJ_SRQ:
+		srq_destroy(d, o);
+		break;
+	case SR_OBJ_QP:
+		qp_destroy(d, o);
+		break;
+	default:
+		obj_unlink(o);
+	}
+}
+
+static int do_destroy(struct sr_daemon *d, struct sr_client *c, enum sr_obj_kind kind,
+		      uint32_t handle)
+{
+	struct sr_obj *o = owned(d, c, kind, handle);
+
+	if (!o)
+		return -EINVAL;
+	if (o->users)
+		return -EBUSY;
+	obj_destroy(d, o);
+	return 0;
+}
+
+static int send_status(struct sr_daemon *d, struct sr_client *c, struct sr_rep *rep)
+{
+	size_t len;
+	char *text = sr_status_text(d, &len);
+	int ret;
+
+	if (!text)
+		return -ENOMEM;
+	rep->status = 0;
+	rep->u.status.len = len;
+	ret = sr_msg_send(c->sock, rep, sizeof(*rep), NULL, 0);
+	for (size_t off = 0; !ret && off < len; off += SR_STATUS_CHUNK) {
+		size_t n = len - off < SR_STATUS_CHUNK ? len - off : SR_STATUS_CHUNK;
+
+		ret = sr_msg_send(c->sock, text + off, n, NULL, 0);
+	}
+	free(text);
+	return ret;
+}
+
+void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+		       int *fds, int nfds)
+{
+	struct sr_rep rep;
+	int out_fds[SR_MR_MAX_SEGS];
+	int nout = 0, ret;
+
+	memset(&rep, 0, sizeof(rep));
+	if (req->op != SR_OP_HELLO && !c->id) {
+		ret = -EPROTO;
+		goto reply;
+	}
+	switch (req->op) {
+	case SR_OP_HELLO:
+		if (req->u.hello.version != SR_PROTO_VERSION) {
+			ret = -EPROTO;
+			break;
+		}
+		c->id = ++d->next_client_id;
+		c->monitor = req->u.hello.flags & 1;
+		rep.u.hello = d->dev;
+		rep.u.hello.client_id = c->id;
+		out_fds[0] = d->arena_fd;
+		nout = 1;
+		ret = 0;
+		break;
+	case SR_OP_STATUS:
+		if (send_status(d, c, &rep))
+			sr_warn("client %u: status reply failed", c->id);
+		goto out;
+	case SR_OP_REG_FD:
+		ret = do_reg_fd(d, c, req, fds, nfds, &rep);
+		break;
+	case SR_OP_GET_FD: {
+		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, req->handle);
+
+		ret = f ? 0 : -ENOENT;
+		if (f) {
+			out_fds[0] = f->u.fd.fd;
+			nout = 1;
+		}
+		break;
+	}
+	case SR_OP_CLOSE_FD:
+		ret = do_destroy(d, c, SR_OBJ_FD, req->handle);
+		break;
+	case SR_OP_ALLOC_PD:
+		ret = do_alloc_pd(d, c, &rep);
+		break;
+	case SR_OP_DEALLOC_PD:
+		ret = do_destroy(d, c, SR_OBJ_PD, req->handle);
+		break;
+	case SR_OP_REG_MR:
+		ret = do_reg_mr(d, c, req, &rep);
+		break;
+	case SR_OP_DEREG_MR:
+		ret = do_destroy(d, c, SR_OBJ_MR, req->handle);
+		break;
+	case SR_OP_MR_MAP:
+		ret = do_mr_map(d, c, req, &rep, out_fds, &nout);
+		break;
+	case SR_OP_CREATE_CQ:
+		ret = do_create_cq(d, c, req, &rep);
+		break;
+	case SR_OP_RESIZE_CQ:
+		ret = do_resize_cq(d, c, req, &rep);
+		break;
+	case SR_OP_DESTROY_CQ:
+		ret = do_destroy(d, c, SR_OBJ_CQ, req->handle);
+		break;
+	case SR_OP_CREATE_QP:
+		ret = do_create_qp(d, c, req, &rep);
+		break;
+	case SR_OP_MODIFY_QP:
+		ret = do_modify_qp(d, c, req, &rep);
+		break;
+	case SR_OP_DESTROY_QP:
+		ret = do_destroy(d, c, SR_OBJ_QP, req->handle);
+		break;
+	case SR_OP_CREATE_SRQ:
+		ret = do_create_srq(d, c, req, &rep);
+		break;
+	case SR_OP_MODIFY_SRQ:
+		ret = do_modify_srq(d, c, req, &rep);
+		break;
+	case SR_OP_DESTROY_SRQ:
+		ret = do_destroy(d, c, SR_OBJ_SRQ, req->handle);
+		break;
+	case SR_OP_ALLOC_MW:
+		ret = do_alloc_mw(d, c, req, &rep);
+		break;
+	case SR_OP_DEALLOC_MW:
+		ret = do_destroy(d, c, SR_OBJ_MW, req->handle);
+		break;
+	case SR_OP_ATTACH_MCAST:
+		ret = do_attach_mcast(d, c, req, true);
+		break;
+	case SR_OP_DETACH_MCAST:
+		ret = do_attach_mcast(d, c, req, false);
+		break;
+	default:
+		ret = -EOPNOTSUPP;
+	}
+reply:
+	rep.status = ret;
+	if (ret)
+		nout = 0;
+	if (sr_msg_send(c->sock, &rep, sizeof(rep), out_fds, nout))
+		sr_dbg("client %u: reply lost", c->id);
+out:
+	for (int i = 0; i < nfds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
+{
+	unsigned n = 0;
+
+	while (c->objs) {
+		obj_destroy(d, c->objs);
+		n++;
+	}
+	if (n)
+		sr_info("client %u (pid %d) gone: reclaimed %u objects", c->id, (int)c->pid, n);
+}

@@ -1,0 +1,272 @@
+/*
+ * Polling completions: ibv_poll_cq, ibv_req_notify_cq and the extended
+ * ibv_start_poll/next_poll/end_poll + ibv_wc_read_* interface.  The owner
+ * process is the only consumer; its threads serialize on poll_lock (as
+ * rdma-core providers lock their CQ).  An entry is valid when its sequence
+ * word equals the consumer index + 1 (published by cq_push.c).  An empty
+ * poll also gives waiting senders a chance: QPs whose send CQ this is are
+ * retried, and failed once their RNR or ACK deadline has passed.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "core/shmlock.h"
+#include "shm/exec.h"
+#include "shm/qp_err.h"
+#include "verbs/internal.h"
+
+static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
+{
+	struct sr_qp_shm *stalled[16];
+	unsigned n = 0;
+	uint64_t now;
+
+	if (!atomic_load_explicit(&cq->shm->stall_hint, memory_order_acquire))
+		return;
+	atomic_store_explicit(&cq->shm->stall_hint, 0, memory_order_relaxed);
+	pthread_mutex_lock(&ctx->lock);
+	for (struct sr_list *l = ctx->qps.next; l != &ctx->qps && n < 16; l = l->next) {
+		struct sr_qp *qp = container_of(l, struct sr_qp, link);
+
+		if (qp->qpx.qp_base.send_cq == ibv_cq_ex_to_cq(&cq->cq) &&
+		    atomic_load_explicit(&qp->shm->stalled, memory_order_relaxed))
+			stalled[n++] = qp->shm;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	now = sr_now_ns();
+	for (unsigned i = 0; i < n; i++) {
+		struct sr_qp_shm *q = stalled[i];
+
+		if (sr_qp_check_stall(ctx->arena, q, now, 0, sr_signal_fd, ctx))
+			continue;
+		if (!sr_shm_trylock(&q->sq_lock)) {
+			sr_exec_sq_locked(ctx, q);
+			sr_shm_unlock(&q->sq_lock);
+		}
+		if (atomic_load_explicit(&q->stalled, memory_order_relaxed))
+			atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
+	}
+}
+
+static inline struct sr_cqe *next_cqe(struct sr_context *ctx, struct sr_cq_shm *s, uint32_t cons)
+{
+	struct sr_cqe *ring = sr_arena_ptr(ctx->arena, s->ring_off);
+	struct sr_cqe *e = &ring[cons & (s->cqe_cnt - 1)];
+
+	/* pairs with the producer's store-release of seq */
+	return atomic_load_explicit(&e->seq, memory_order_acquire) == cons + 1 ? e : NULL;
+}
+
+static inline void to_wc(const struct sr_cqe *e, struct ibv_wc *wc)
+{
+	wc->wr_id = e->wr_id;
+	wc->status = e->status;
+	wc->opcode = e->opcode;
+	wc->vendor_err = e->vendor_err;
+	wc->byte_len = e->byte_len;
+	wc->imm_data = e->imm_data;
+	wc->qp_num = e->qp_num;
+	wc->src_qp = e->src_qp;
+	wc->wc_flags = e->wc_flags;
+	wc->pkey_index = e->pkey_index;
+	wc->slid = e->slid;
+	wc->sl = e->sl;
+	wc->dlid_path_bits = e->dlid_path_bits;
+}
+
+int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+{
+	struct sr_context *ctx = to_sctx(ibcq->context);
+	struct sr_cq *cq = to_scq(ibcq);
+	struct sr_cq_shm *s = cq->shm;
+	uint32_t cons;
+	int n = 0;
+
+	if (num < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&cq->poll_lock);
+	cons = atomic_load_explicit(&s->cons, memory_order_relaxed);
+	while (n < num) {
+		struct sr_cqe *e = next_cqe(ctx, s, cons);
+
+		if (!e)
+			break;
+		to_wc(e, &wc[n++]);
+		cons++;
+	}
+	if (n)
+		/* frees the slots: pairs with the producer's load-acquire of cons */
+		atomic_store_explicit(&s->cons, cons, memory_order_release);
+	pthread_mutex_unlock(&cq->poll_lock);
+	if (!n)
+		retry_stalled(ctx, cq);
+	return n;
+}
+
+int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct sr_cq_shm *s = to_scq(ibcq)->shm;
+
+	if (solicited_only) {
+		uint32_t off = SR_CQ_DISARMED;
+
+		/* never weaken an armed "next completion" request */
+		atomic_compare_exchange_strong(&s->arm, &off, SR_CQ_ARM_SOLICITED);
+	} else {
+		atomic_store_explicit(&s->arm, SR_CQ_ARM_NEXT, memory_order_release);
+	}
+	return 0;
+}
+
+/* ---- extended CQ ---- */
+
+static struct sr_cq *cqx(struct ibv_cq_ex *c)
+{
+	return container_of(c, struct sr_cq, cq);
+}
+
+static int take_one(struct sr_cq *cq)
+{
+	struct sr_context *ctx = to_sctx(cq->cq.context);
+	uint32_t cons = atomic_load_explicit(&cq->shm->cons, memory_order_relaxed);
+	struct sr_cqe *e = next_cqe(ctx, cq->shm, cons);
+
+	if (!e)
+		return ENOENT;
+	cq->cur = *e;
+	cq->cq.status = e->status;
+	cq->cq.wr_id = e->wr_id;
+	atomic_store_explicit(&cq->shm->cons, cons + 1, memory_order_release);
+	return 0;
+}
+
+static int start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
+{
+	struct sr_cq *cq = cqx(c);
+	int ret;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	pthread_mutex_lock(&cq->poll_lock);
+	ret = take_one(cq);
+	if (ret) {
+		pthread_mutex_unlock(&cq->poll_lock);
+		retry_stalled(to_sctx(c->context), cq);
+	}
+	return ret;
+}
+
+static int next_poll(struct ibv_cq_ex *c)
+{
+	return take_one(cqx(c));
+}
+
+static void end_poll(struct ibv_cq_ex *c)
+{
+	pthread_mutex_unlock(&cqx(c)->poll_lock);
+}
+
+static enum ibv_wc_opcode read_opcode(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.opcode;
+}
+
+static uint32_t read_vendor_err(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.vendor_err;
+}
+
+static uint32_t read_byte_len(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.byte_len;
+}
+
+static __be32 read_imm_data(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.imm_data;
+}
+
+static uint32_t read_qp_num(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.qp_num;
+}
+
+static uint32_t read_src_qp(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.src_qp;
+}
+
+static unsigned int read_wc_flags(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.wc_flags;
+}
+
+static uint32_t read_slid(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.slid;
+}
+
+static uint8_t read_sl(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.sl;
+}
+
+static uint8_t read_dlid_path_bits(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.dlid_path_bits;
+}
+
+static uint64_t read_completion_ts(struct ibv_cq_ex *c)
+{
+	return cqx(c)->cur.timestamp;
+}
+
+static uint64_t read_completion_wallclock_ns(struct ibv_cq_ex *c)
+{
+	struct timespec r, m;
+
+	clock_gettime(CLOCK_REALTIME, &r);
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	return cqx(c)->cur.timestamp + ((uint64_t)r.tv_sec * 1000000000ull + r.tv_nsec) -
+	       ((uint64_t)m.tv_sec * 1000000000ull + m.tv_nsec);
+}
+
+static uint16_t read_cvlan(struct ibv_cq_ex *c)
+{
+	return 0;
+}
+
+static uint32_t read_flow_tag(struct ibv_cq_ex *c)
+{
+	return 0;
+}
+
+static void read_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *tm)
+{
+	tm->tag = 0;
+	tm->priv = 0;
+}
+
+void sr_cq_ex_init(struct sr_cq *cq)
+{
+	struct ibv_cq_ex *c = &cq->cq;
+
+	c->start_poll = start_poll;
+	c->next_poll = next_poll;
+	c->end_poll = end_poll;
+	c->read_opcode = read_opcode;
+	c->read_vendor_err = read_vendor_err;
+	c->read_byte_len = read_byte_len;
+	c->read_imm_data = read_imm_data;
+	c->read_qp_num = read_qp_num;
+	c->read_src_qp = read_src_qp;
+	c->read_wc_flags = read_wc_flags;
+	c->read_slid = read_slid;
+	c->read_sl = read_sl;
+	c->read_dlid_path_bits = read_dlid_path_bits;
+	c->read_completion_ts = read_completion_ts;
+	c->read_cvlan = read_cvlan;
+	c->read_flow_tag = read_flow_tag;
+	c->read_tm_info = read_tm_info;
+	c->read_completion_wallclock_ns = read_completion_wallclock_ns;
+}

@@ -1,0 +1,70 @@
+/*
+ * CQ producer (see cq_push.h).  Producers serialize on the CQ's robust
+ * process-shared mutex; the entry is published with store-release of its
+ * sequence word, which the consumer load-acquires (cq_poll.c).  Event
+ * generation follows the verbs rule: one event per arming, for the next
+ * completion (or the next solicited one), whoever produces it.
+ */
+#include <stdatomic.h>
+
+#include "core/shmlock.h"
+#include "shm/cq_push.h"
+
+void sr_async_set(_Atomic uint32_t *bits, int ev, uint32_t async_fd_id, sr_signal_fn *signal,
+		  void *arg)
+{
+	uint32_t bit = 1u << ev;
+
+	if (atomic_fetch_or_explicit(bits, bit, memory_order_release) & bit)
+		return;
+	if (async_fd_id && signal)
+		signal(arg, async_fd_id);
+}
+
+bool sr_cq_push(void *arena, struct sr_cq_shm *cq, const struct sr_cqe *e, bool solicited,
+		sr_signal_fn *signal, void *arg)
+{
+	struct sr_cqe *ring, *slot;
+	uint32_t prod, cons, arm;
+
+	sr_shm_lock(&cq->lock);
+	ring = sr_arena_ptr(arena, cq->ring_off);
+	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
+	/* pairs with the consumer's store-release of cons after reading an entry */
+	cons = atomic_load_explicit(&cq->cons, memory_order_acquire);
+	if (prod - cons >= cq->cqe_cnt - 1) {
+		sr_shm_unlock(&cq->lock);
+		atomic_store_explicit(&cq->overflow, 1, memory_order_relaxed);
+		sr_async_set(&cq->async_events, IBV_EVENT_CQ_ERR, cq->async_fd_id, signal, arg);
+		return false;
+	}
+	slot = &ring[prod & (cq->cqe_cnt - 1)];
+	slot->status = e->status;
+	slot->wr_id = e->wr_id;
+	slot->opcode = e->opcode;
+	slot->byte_len = e->byte_len;
+	slot->imm_data = e->imm_data;
+	slot->qp_num = e->qp_num;
+	slot->src_qp = e->src_qp;
+	slot->wc_flags = e->wc_flags;
+	slot->vendor_err = e->vendor_err;
+	slot->pkey_index = e->pkey_index;
+	slot->slid = e->slid;
+	slot->sl = e->sl;
+	slot->dlid_path_bits = e->dlid_path_bits;
+	slot->timestamp = e->timestamp;
+	/* publish: pairs with the consumer's load-acquire of seq */
+	atomic_store_explicit(&slot->seq, prod + 1, memory_order_release);
+	atomic_store_explicit(&cq->prod, prod + 1, memory_order_release);
+	sr_shm_unlock(&cq->lock);
+
+	arm = atomic_load_explicit(&cq->arm, memory_order_acquire);
+	if (arm == SR_CQ_ARM_NEXT || (arm == SR_CQ_ARM_SOLICITED && solicited)) {
+		if (atomic_compare_exchange_strong(&cq->arm, &arm, SR_CQ_DISARMED)) {
+			atomic_fetch_add_explicit(&cq->events, 1, memory_order_release);
+			if (cq->channel_fd_id && signal)
+				signal(arg, cq->channel_fd_id);
+		}
+	}
+	return true;
+}

@@ -1,0 +1,733 @@
+/*
+ * The same-host executor: carries out a QP's send-queue WQEs directly
+ * against the responder's memory and queues, in the calling thread.  The
+ * initiator runs it from post_send; the responder's process runs it from
+ * post_recv when a sender waits for a receive (RNR); so progress never needs
+ * the other side's CPU.  One copy: payload goes from the source buffer
+ * straight into the destination buffer (both mapped here).
+ *
+ * Each WQE executes whole or not at all.  Outcomes follow the IBTA
+ * requester/responder rules: a missing receive is an RNR NAK (RC) or a
+ * silent drop (UC, UD); key, bounds, access and PD violations are remote
+ * access errors (RC; dropped on UC); a message longer than the receive
+ * buffer is a local length error at the responder and an invalid-request
+ * NAK at the requester; a responder that is absent or not ready never ACKs.
+ *
+ * Locks, always in this order: initiator sq_lock -> responder rq_lock (or
+ * SRQ lock) -> CQ locks.  Nobody takes an sq_lock while holding an rq_lock.
+ */
+#include <endian.h>
+#include <string.h>
+
+#include "core/idalloc.h"
+#include "core/seqlock.h"
+#include "core/shmlock.h"
+#include "shm/exec.h"
+#include "shm/fdcache.h"
+#include "shm/mrmap.h"
+#include "shm/qp_err.h"
+#include "verbs/internal.h"
+
+#define SR_QPN_MCAST 0xffffffu
+#define SR_GRH_LEN 40
+
+enum xres {
+	X_DONE,
+	X_STALL_RNR,
+	X_STALL_NOACK,
+	X_ERR,
+};
+
+struct seg {
+	char *p;
+	uint64_t len;
+};
+
+struct xfer {
+	struct sr_context *ctx;
+	struct sr_qp_shm *qp;        /* initiator */
+	struct sr_send_wqe *w;
+	enum ibv_wc_status status;   /* requester completion on X_ERR */
+	uint32_t byte_len;
+	struct sr_qp_shm *responder_err; /* responder QP to move to ERR after unlocking */
+	struct sr_qp_shm *stall_target;  /* RNR: responder whose RQ we wait on */
+};
+
+void sr_signal_fd(void *arg, uint32_t fd_id)
+{
+	sr_fdcache_signal(arg, fd_id);
+}
+
+static struct sr_qp_shm *qp_lookup(void *arena, uint32_t qpn)
+{
+	struct sr_qpn_slot *slot = &sr_arena_qptab(arena)[sr_qpn_index(qpn) % SR_MAX_QPS];
+	uint64_t off = atomic_load_explicit(&slot->obj_off, memory_order_acquire);
+	struct sr_qp_shm *q = sr_arena_ptr(arena, off);
+
+	return q && q->qpn == qpn ? q : NULL;
+}
+
+struct sr_qp_shm *sr_exec_qp_lookup(struct sr_context *ctx, uint32_t qpn)
+{
+	return qp_lookup(ctx->arena, qpn);
+}
+
+static bool can_receive(const struct sr_qp_shm *t)
+{
+	uint32_t s = atomic_load_explicit(&t->state, memory_order_acquire);
+
+	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
+}
+
+/* Validates local SGEs and maps them to pointers. */
+static enum sr_key_result map_sges(struct sr_context *ctx, const struct sr_sge_shm *sge,
+				   unsigned n, uint32_t need, uint32_t pd, uint32_t qpn,
+				   struct seg *out, uint64_t *total)
+{
+	enum sr_key_result r;
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		void *p = NULL;
+
+		if (sge[i].length) {
+			r = sr_key_resolve(ctx, sge[i].lkey, sge[i].addr, sge[i].length, need, pd,
+					   qpn, false, &p);
+			if (r)
+				return r;
+		}
+		out[i].p = p;
+		out[i].len = sge[i].length;
+		sum += sge[i].length;
+	}
+	*total = sum;
+	return SR_KEY_OK;
+}
+
+/* Copies `len` bytes from a gather list into a scatter list. */
+static void copy_segs(struct seg *dst, unsigned nd, const struct seg *src, unsigned ns,
+		      uint64_t len)
+{
+	unsigned di = 0, si = 0;
+	uint64_t doff = 0, soff = 0;
+
+	while (len && di < nd && si < ns) {
+		uint64_t n = dst[di].len - doff;
+
+		if (src[si].len - soff < n)
+			n = src[si].len - soff;
+		if (len < n)
+			n = len;
+		if (n)
+			memcpy(dst[di].p + doff, src[si].p + soff, n);
+		doff += n;
+		soff += n;
+		len -= n;
+		if (doff == dst[di].len) {
+			di++;
+			doff = 0;
+		}
+		if (soff == src[si].len) {
+			si++;
+			soff = 0;
+		}
+	}
+}
+
+/* The initiator's payload as a gather list. */
+static enum sr_key_result gather(struct xfer *x, struct seg *src, unsigned *ns, uint64_t *total)
+{
+	struct sr_send_wqe *w = x->w;
+
+	if (w->flags & SR_WQE_INLINE) {
+		src[0].p = (char *)(w + 1);
+		src[0].len = w->total_len;
+		*ns = 1;
+		*total = w->total_len;
+		return SR_KEY_OK;
+	}
+	*ns = w->num_sge;
+	return map_sges(x->ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, 0, x->qp->pd,
+			x->qp->qpn, src, total);
+}
+
+/* ---- the responder's receive queue ---- */
+
+struct rq_ref {
+	pthread_mutex_t *lock;
+	struct sr_wq *wq;
+	struct sr_srq_shm *srq;
+	_Atomic uint32_t *waiting;
+};
+
+static void rq_of(void *arena, struct sr_qp_shm *t, struct rq_ref *r)
+{
+	if (t->srqn) {
+		r->srq = sr_arena_ptr(arena, t->srq_off);
+		r->lock = &r->srq->lock;
+		r->wq = &r->srq->rq;
+		r->waiting = &r->srq->rnr_waiting;
+	} else {
+		r->srq = NULL;
+		r->lock = &t->rq_lock;
+		r->wq = &t->rq;
+		r->waiting = &t->rnr_waiting;
+	}
+}
+
+/* With the RQ lock held: the next receive WQE, or NULL. */
+static struct sr_recv_wqe *rq_peek(void *arena, struct rq_ref *r)
+{
+	uint32_t tail = atomic_load_explicit(&r->wq->tail, memory_order_relaxed);
+	/* pairs with post_recv's store-release of head */
+	uint32_t head = atomic_load_explicit(&r->wq->head, memory_order_acquire);
+
+	return tail == head ? NULL : sr_rq_wqe(arena, r->wq, tail);
+}
+
+static void rq_consume(struct sr_context *ctx, struct rq_ref *r)
+{
+	uint32_t tail = atomic_load_explicit(&r->wq->tail, memory_order_relaxed) + 1;
+
+	atomic_store_explicit(&r->wq->tail, tail, memory_order_release);
+	if (r->srq && atomic_load_explicit(&r->srq->limit_armed, memory_order_relaxed)) {
+		uint32_t left = atomic_load_explicit(&r->wq->head, memory_order_relaxed) - tail;
+		uint32_t one = 1;
+
+		/* IBTA 10.2.9.2: the limit event fires once, then disarms */
+		if (left < r->wq->limit &&
+		    atomic_compare_exchange_strong(&r->srq->limit_armed, &one, 0))
+			sr_async_set(&r->srq->async_events, IBV_EVENT_SRQ_LIMIT_REACHED,
+				     r->srq->async_fd_id, sr_signal_fd, ctx);
+	}
+}
+
+static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, uint64_t wr_id,
+			  enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
+			  uint32_t flags, uint32_t imm, uint32_t src_qp, bool solicited)
+{
+	struct sr_cqe e = { 0 };
+
+	e.wr_id = wr_id;
+	e.status = st;
+	e.opcode = op;
+	e.byte_len = len;
+	e.wc_flags = flags;
+	e.imm_data = imm;
+	e.qp_num = t->qpn;
+	e.src_qp = src_qp;
+	e.timestamp = sr_now_ns();
+	sr_cq_push(ctx->arena, sr_arena_ptr(ctx->arena, t->recv_cq_off), &e, solicited, sr_signal_fd,
+		   ctx);
+}
+
+/* Invalidates a type-2 window (or fails) for SEND_WITH_INV / LOCAL_INV. */
+static bool invalidate_key(struct sr_context *ctx, uint32_t key, uint32_t pd)
+{
+	struct sr_key_entry e;
+
+	if (!sr_key_lookup(ctx->arena, key, &e) || e.kind != SR_KEY_MW2 || e.state != 1 ||
+	    e.pd != pd)
+		return false;
+	e.state = 2;
+	sr_key_store(ctx->arena, sr_key_index(key), &e);
+	return true;
+}
+
+/*
+ * Delivers a message into the responder's next receive WQE.  `src` is the
+ * payload (NULL for RDMA WRITE with immediate, whose data went by rkey);
+ * `grh` prefixes UD deliveries.
+ */
+static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *src, unsigned ns,
+			 uint64_t len, const uint8_t *grh)
+{
+	struct sr_context *ctx = x->ctx;
+	struct sr_send_wqe *w = x->w;
+	bool rc = x->qp->type == IBV_QPT_RC;
+	struct seg dst[SR_MAX_SGE + 1], hsrc[SR_MAX_SGE + 1];
+	enum ibv_wc_status rst = IBV_WC_SUCCESS;
+	enum ibv_wc_opcode op = IBV_WC_RECV;
+	uint32_t flags = 0, imm = 0;
+	struct sr_recv_wqe *rw;
+	struct rq_ref r;
+	uint64_t cap = 0, need = len + (grh ? SR_GRH_LEN : 0);
+	enum xres res = X_DONE;
+
+	rq_of(ctx->arena, t, &r);
+	sr_shm_lock(r.lock);
+	rw = rq_peek(ctx->arena, &r);
+	if (!rw) {
+		if (rc) {
+			/* under the lock, so post_recv cannot miss the flag (exec.h) */
+			atomic_store_explicit(r.waiting, 1, memory_order_relaxed);
+			x->stall_target = t;
+			res = X_STALL_RNR;
+		}
+		atomic_fetch_add_explicit(
+			&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_RNR], 1,
+			memory_order_relaxed);
+		sr_shm_unlock(r.lock);
+		return res; /* UC/UD: dropped (C9-xx: no RNR on unreliable service) */
+	}
+	switch (w->opcode) {
+	case IBV_WR_SEND_WITH_IMM:
+		flags |= IBV_WC_WITH_IMM;
+		imm = w->imm_or_inv;
+		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		flags |= IBV_WC_WITH_IMM;
+		imm = w->imm_or_inv;
+		op = IBV_WC_RECV_RDMA_WITH_IMM;
+		break;
+	case IBV_WR_SEND_WITH_INV:
+		if (!invalidate_key(ctx, w->imm_or_inv, t->pd)) {
+			rst = IBV_WC_LOC_PROT_ERR;
+			x->status = IBV_WC_REM_INV_REQ_ERR;
+			goto fail;
+		}
+		flags |= IBV_WC_WITH_INV;
+		imm = w->imm_or_inv;
+		break;
+	default:
+		break;
+	}
+	if (grh)
+		flags |= IBV_WC_GRH;
+	if (w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
+		if (map_sges(ctx, (const struct sr_sge_shm *)(rw + 1), rw->num_sge,
+			     IBV_ACCESS_LOCAL_WRITE, t->pd, t->qpn, dst, &cap)) {
+			rst = IBV_WC_LOC_PROT_ERR;
+			x->status = IBV_WC_REM_OP_ERR;
+			goto fail;
+		}
+		if (need > cap) {
+			/* C9-xx: responder length error; requester sees an invalid request NAK */
+			rst = IBV_WC_LOC_LEN_ERR;
+			x->status = IBV_WC_REM_INV_REQ_ERR;
+			goto fail;
+		}
+		if (grh) {
+			hsrc[0].p = (char *)grh;
+			hsrc[0].len = SR_GRH_LEN;
+			memcpy(&hsrc[1], src, ns * sizeof(*src));
+			copy_segs(dst, rw->num_sge, hsrc, ns + 1, need);
+		} else {
+			copy_segs(dst, rw->num_sge, src, ns, len);
+		}
+	}
+	rq_consume(ctx, &r);
+	push_recv_cqe(ctx, t, rw->wr_id, IBV_WC_SUCCESS, op, (uint32_t)need, flags, imm,
+		      x->qp->qpn, w->flags & SR_WQE_SOLICITED);
+	sr_shm_unlock(r.lock);
+	return X_DONE;
+
+fail:
+	rq_consume(ctx, &r);
+	push_recv_cqe(ctx, t, rw->wr_id, rst, op, 0, 0, 0, x->qp->qpn, false);
+	sr_shm_unlock(r.lock);
+	if (x->qp->type == IBV_QPT_UD)
+		return X_DONE; /* a datagram's failure stays at the responder */
+	x->responder_err = t;
+	return rc ? X_ERR : X_DONE;
+}
+
+/* ---- opcodes ---- */
+
+static struct sr_qp_shm *connected_peer(struct xfer *x)
+{
+	struct sr_qp_shm *t = qp_lookup(x->ctx->arena, x->qp->dest_qpn);
+
+	if (!t || t->type != x->qp->type || !can_receive(t))
+		return NULL;
+	return t;
+}
+
+static enum xres remote_fail(struct xfer *x, struct sr_qp_shm *t, enum ibv_wc_status st)
+{
+	atomic_fetch_add_explicit(
+		&((struct sr_arena_hdr *)x->ctx->arena)->counters[SR_CNT_REM_ACCESS_ERR], 1,
+		memory_order_relaxed);
+	if (x->qp->type != IBV_QPT_RC)
+		return X_DONE; /* UC: the responder drops the message silently */
+	x->status = st;
+	x->responder_err = t;
+	return X_ERR;
+}
+
+static enum xres exec_send(struct xfer *x)
+{
+	struct sr_context *ctx = x->ctx;
+	struct sr_send_wqe *w = x->w;
+	struct seg src[SR_MAX_SGE];
+	unsigned ns;
+	uint64_t len;
+	enum xres res;
+
+	if (gather(x, src, &ns, &len)) {
+		x->status = IBV_WC_LOC_PROT_ERR;
+		return X_ERR;
+	}
+	x->byte_len = len;
+	if (x->qp->type == IBV_QPT_UD) {
+		uint8_t grh[SR_GRH_LEN] = { 0 };
+		uint32_t qkey;
+
+		/* IB-style GRH: IPv6 version, payload length, next header BTH, GIDs */
+		grh[0] = 0x60;
+		grh[4] = (len + 0) >> 8;
+		grh[5] = (uint8_t)len;
+		grh[6] = 0x1b;
+		grh[7] = 64;
+		memcpy(grh + 8, w->ud_sgid, 16);
+		memcpy(grh + 24, w->ud_dgid, 16);
+		/* C10-15: a Q_Key with the high bit set means "use the QP's own" */
+		qkey = (w->ud_qkey & 0x80000000u) ? x->qp->qkey : w->ud_qkey;
+		if (w->ud_qpn == SR_QPN_MCAST) {
+			struct sr_mcast_group *tab = sr_arena_mcasttab(ctx->arena);
+
+			for (uint32_t i = 0; i < SR_MAX_MCAST_GRP; i++) {
+				struct sr_mcast_group g;
+
+				sr_seq_read(&tab[i].seq, (char *)&g + sizeof(g.seq),
+					    sizeof(g) - sizeof(g.seq));
+				if (!g.nqp || memcmp(g.gid, w->ud_dgid, 16))
+					continue;
+				for (uint32_t j = 0; j < g.nqp; j++) {
+					struct sr_qp_shm *t = qp_lookup(ctx->arena, g.qpn[j]);
+
+					if (t && t->type == IBV_QPT_UD && can_receive(t) &&
+					    t->qkey == qkey)
+						deliver(x, t, src, ns, len, grh);
+				}
+			}
+			return X_DONE;
+		}
+		struct sr_qp_shm *t = qp_lookup(ctx->arena, w->ud_qpn);
+
+		if (!t || t->type != IBV_QPT_UD || !can_receive(t) || t->qkey != qkey)
+			return X_DONE; /* C10-7x: silently dropped, counted */
+		return deliver(x, t, src, ns, len, grh);
+	}
+	struct sr_qp_shm *t = connected_peer(x);
+
+	if (!t)
+		return x->qp->type == IBV_QPT_RC ? X_STALL_NOACK : X_DONE;
+	res = deliver(x, t, src, ns, len, NULL);
+	if (res == X_DONE)
+		atomic_fetch_add_explicit(
+			&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_SEND_WQE], 1,
+			memory_order_relaxed);
+	return res;
+}
+
+static enum xres exec_write(struct xfer *x)
+{
+	struct sr_context *ctx = x->ctx;
+	struct sr_send_wqe *w = x->w;
+	struct seg src[SR_MAX_SGE], dst;
+	struct sr_qp_shm *t;
+	unsigned ns;
+	uint64_t len;
+	void *p = NULL;
+
+	if (gather(x, src, &ns, &len)) {
+		x->status = IBV_WC_LOC_PROT_ERR;
+		return X_ERR;
+	}
+	x->byte_len = len;
+	t = connected_peer(x);
+	if (!t)
+		return x->qp->type == IBV_QPT_RC ? X_STALL_NOACK : X_DONE;
+	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		/* the immediate needs a receive WQE: find out before writing (RNR) */
+		struct rq_ref r;
+		bool have;
+
+		rq_of(ctx->arena, t, &r);
+		sr_shm_lock(r.lock);
+		have = rq_peek(ctx->arena, &r) != NULL;
+		if (!have && x->qp->type == IBV_QPT_RC) {
+			atomic_store_explicit(r.waiting, 1, memory_order_relaxed);
+			x->stall_target = t;
+		}
+		sr_shm_unlock(r.lock);
+		if (!have)
+			return x->qp->type == IBV_QPT_RC ? X_STALL_RNR : X_DONE;
+	}
+	if (len) {
+		/* C9-xx / 10.6.3: the responder QP must allow remote writes, and the key too */
+		if (!(t->access & IBV_ACCESS_REMOTE_WRITE) ||
+		    sr_key_resolve(ctx, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_WRITE,
+				   t->pd, t->qpn, true, &p))
+			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
+		dst.p = p;
+		dst.len = len;
+		copy_segs(&dst, 1, src, ns, len);
+	}
+	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_RDMA_WRITE],
+				  1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_BYTES], len,
+				  memory_order_relaxed);
+	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		return deliver(x, t, NULL, 0, len, NULL);
+	return X_DONE;
+}
+
+static enum xres exec_read(struct xfer *x)
+{
+	struct sr_context *ctx = x->ctx;
+	struct sr_send_wqe *w = x->w;
+	struct seg dst[SR_MAX_SGE], src;
+	struct sr_qp_shm *t;
+	uint64_t len;
+	void *p = NULL;
+
+	if (map_sges(ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
+		     x->qp->pd, x->qp->qpn, dst, &len)) {
+		x->status = IBV_WC_LOC_PROT_ERR;
+		return X_ERR;
+	}
+	x->byte_len = len;
+	t = connected_peer(x);
+	if (!t)
+		return X_STALL_NOACK;
+	if (len) {
+		if (!(t->access & IBV_ACCESS_REMOTE_READ) ||
+		    sr_key_resolve(ctx, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_READ,
+				   t->pd, t->qpn, true, &p))
+			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
+		src.p = p;
+		src.len = len;
+		copy_segs(dst, w->num_sge, &src, 1, len);
+	}
+	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_RDMA_READ],
+				  1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_BYTES], len,
+				  memory_order_relaxed);
+	return X_DONE;
+}
+
+static enum xres exec_atomic(struct xfer *x)
+{
+	struct sr_context *ctx = x->ctx;
+	struct sr_send_wqe *w = x->w;
+	struct seg dst[SR_MAX_SGE];
+	struct sr_qp_shm *t;
+	uint64_t len, orig;
+	void *p = NULL;
+
+	if (map_sges(ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
+		     x->qp->pd, x->qp->qpn, dst, &len)) {
+		x->status = IBV_WC_LOC_PROT_ERR;
+		return X_ERR;
+	}
+	if (len != 8) {
+		x->status = IBV_WC_LOC_LEN_ERR;
+		return X_ERR;
+	}
+	x->byte_len = 8;
+	t = connected_peer(x);
+	if (!t)
+		return X_STALL_NOACK;
+	if (w->remote_addr & 7)
+		return remote_fail(x, t, IBV_WC_REM_INV_REQ_ERR); /* C9-xx: naturally aligned */
+	if (!(t->access & IBV_ACCESS_REMOTE_ATOMIC) ||
+	    sr_key_resolve(ctx, w->rkey, w->remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, t->pd, t->qpn,
+			   true, &p))
+		return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
+	/* a real atomic instruction on the shared page: atomic against every initiator */
+	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		orig = w->compare_add;
+		__atomic_compare_exchange_n((uint64_t *)p, &orig, w->swap, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	} else {
+		orig = __atomic_fetch_add((uint64_t *)p, w->compare_add, __ATOMIC_SEQ_CST);
+	}
+	struct seg src = { (char *)&orig, 8 };
+
+	copy_segs(dst, w->num_sge, &src, 1, 8);
+	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_ATOMIC], 1,
+				  memory_order_relaxed);
+	return X_DONE;
+}
+
+static enum xres exec_bind(struct xfer *x)
+{
+	struct sr_context *ctx = x->ctx;
+	struct sr_send_wqe *w = x->w;
+	struct sr_key_entry mw, mr;
+	uint32_t idx = sr_key_index(w->bind_mw_key);
+	struct sr_key_entry *raw = &sr_arena_keytab(ctx->arena)[idx % SR_MAX_KEYS];
+
+	/* the window is looked up by index: a bind gives it a new key byte */
+	sr_seq_read(&raw->seq, (char *)&mw + sizeof(mw.seq), sizeof(mw) - sizeof(mw.seq));
+	if ((mw.kind != SR_KEY_MW1 && mw.kind != SR_KEY_MW2) ||
+	    sr_key_index(mw.key) != idx || mw.pd != x->qp->pd) {
+		x->status = IBV_WC_MW_BIND_ERR;
+		return X_ERR;
+	}
+	if (mw.kind == SR_KEY_MW2 && mw.state == 1) {
+		x->status = IBV_WC_MW_BIND_ERR; /* C10-70: a bound type-2 window must be invalidated first */
+		return X_ERR;
+	}
+	if (w->bind_length) {
+		if (!sr_key_lookup(ctx->arena, w->bind_mr_key, &mr) || mr.kind != SR_KEY_MR ||
+		    mr.pd != x->qp->pd || !(mr.access & IBV_ACCESS_MW_BIND) ||
+		    w->bind_addr < mr.iova || w->bind_length > mr.length ||
+		    w->bind_addr - mr.iova > mr.length - w->bind_length ||
+		    /* C10-xx: remote write/atomic through a window needs local write on the MR */
+		    ((w->bind_access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+		     !(mr.access & IBV_ACCESS_LOCAL_WRITE))) {
+			x->status = IBV_WC_MW_BIND_ERR;
+			return X_ERR;
+		}
+		mw.parent_key = w->bind_mr_key;
+		mw.iova = w->bind_addr;
+		mw.length = w->bind_length;
+		mw.access = w->bind_access;
+		mw.state = 1;
+	} else {
+		mw.state = 2; /* zero-length bind unbinds (type 1) */
+	}
+	mw.key = w->bind_mw_key;
+	mw.mw_qpn = x->qp->qpn;
+	sr_key_store(ctx->arena, idx, &mw);
+	return X_DONE;
+}
+
+static enum xres exec_one(struct xfer *x)
+{
+	switch (x->w->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+		return exec_send(x);
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return exec_write(x);
+	case IBV_WR_RDMA_READ:
+		return exec_read(x);
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return exec_atomic(x);
+	case IBV_WR_BIND_MW:
+		return exec_bind(x);
+	case IBV_WR_LOCAL_INV:
+		if (!invalidate_key(x->ctx, x->w->imm_or_inv, x->qp->pd)) {
+			x->status = IBV_WC_MW_BIND_ERR;
+			return X_ERR;
+		}
+		return X_DONE;
+	default:
+		x->status = IBV_WC_LOC_QP_OP_ERR;
+		return X_ERR;
+	}
+}
+
+static void responder_to_error(struct sr_context *ctx, struct sr_qp_shm *t)
+{
+	atomic_store_explicit(&t->state, IBV_QPS_ERR, memory_order_release);
+	sr_rq_flush(ctx->arena, t, sr_signal_fd, ctx);
+	/* its own SQ is flushed by whoever runs it next (exec sees ERR) */
+	if (!sr_shm_trylock(&t->sq_lock)) {
+		sr_sq_flush_locked(ctx->arena, t, sr_signal_fd, ctx);
+		sr_shm_unlock(&t->sq_lock);
+	}
+}
+
+static void stall(struct sr_qp_shm *qp, struct sr_qp_shm *t, enum xres why)
+{
+	uint32_t kind = why == X_STALL_RNR ? SR_STALL_RNR : SR_STALL_NO_ACK;
+	uint64_t deadline = UINT64_MAX, now = sr_now_ns();
+
+	if (atomic_load_explicit(&qp->stalled, memory_order_relaxed) == kind)
+		return; /* the clock runs from the first attempt */
+	if (kind == SR_STALL_RNR) {
+		/* C9-152: rnr_retry 7 retries forever */
+		if (qp->rnr_retry < 7)
+			deadline = now + (qp->rnr_retry + 1) *
+						 sr_rnr_timer_ns(t ? t->min_rnr_timer : 0);
+	} else if (qp->timeout) {
+		/* C9-140: 4.096 us * 2^timeout per try, retry_cnt retries (0 = infinite) */
+		deadline = now + (4096ull << qp->timeout) * (qp->retry_cnt + 1ull);
+	}
+	atomic_store_explicit(&qp->stall_deadline_ns, deadline, memory_order_relaxed);
+	atomic_store_explicit(&qp->stalled, kind, memory_order_release);
+}
+
+/* Tells the owner's poll_cq to retry (and time out) this QP. */
+static void hint_owner(void *arena, struct sr_qp_shm *qp)
+{
+	struct sr_cq_shm *cq = sr_arena_ptr(arena, qp->send_cq_off);
+
+	atomic_store_explicit(&cq->stall_hint, 1, memory_order_release);
+}
+
+int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
+{
+	int done = 0;
+
+	for (;;) {
+		uint32_t head = atomic_load_explicit(&qp->sq.head, memory_order_acquire);
+		uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
+		struct xfer x = { .ctx = ctx, .qp = qp };
+		enum xres r;
+
+		if (qp->exec_pos == head)
+			break;
+		if (state == IBV_QPS_ERR) {
+			sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
+			break;
+		}
+		if (state != IBV_QPS_RTS)
+			break; /* SQD/SQE: hold the queue */
+		x.w = sr_sq_wqe(ctx->arena, qp, qp->exec_pos);
+		r = exec_one(&x);
+		if (r == X_DONE) {
+			atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
+			sr_sq_complete_head(ctx->arena, qp, IBV_WC_SUCCESS, x.byte_len, sr_signal_fd,
+					    ctx);
+			done++;
+			continue;
+		}
+		if (r == X_STALL_RNR || r == X_STALL_NOACK) {
+			stall(qp, x.stall_target, r);
+			hint_owner(ctx->arena, qp);
+			/* an expired wait fails now rather than at the next poll */
+			if (atomic_load_explicit(&qp->stall_deadline_ns, memory_order_relaxed) <=
+			    sr_now_ns())
+				goto fail_stalled;
+			break;
+		}
+		/* X_ERR: complete in error, QP to ERR, flush (C10-32) */
+		atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
+		sr_sq_complete_head(ctx->arena, qp, x.status, 0, sr_signal_fd, ctx);
+		atomic_store_explicit(&qp->state, IBV_QPS_ERR, memory_order_release);
+		sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
+		if (x.responder_err && x.qp->type == IBV_QPT_RC)
+			responder_to_error(ctx, x.responder_err);
+		sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
+		break;
+	}
+	return done;
+
+fail_stalled:
+	sr_sq_complete_head(ctx->arena, qp,
+			    atomic_load_explicit(&qp->stalled, memory_order_acquire) == SR_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR
+								      : IBV_WC_RETRY_EXC_ERR,
+			    0, sr_signal_fd, ctx);
+	atomic_store_explicit(&qp->state, IBV_QPS_ERR, memory_order_release);
+	sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
+	sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
+	return done;
+}
+
+void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator)
+{
+	if (!initiator || !atomic_load_explicit(&initiator->stalled, memory_order_acquire))
+		return;
+	sr_shm_lock(&initiator->sq_lock);
+	sr_exec_sq_locked(ctx, initiator);
+	sr_shm_unlock(&initiator->sq_lock);
+}

@@ -1,0 +1,187 @@
+/*
+ * Key resolution and the per-process cache of mappings of other processes'
+ * registered memory (see mrmap.h).  A cache slot per key index points to an
+ * immutable record {key, reg_seq, base}; a registration number that no
+ * longer matches the key table means the region was deregistered (and maybe
+ * the index reused), so the record is replaced and the stale mapping is
+ * unmapped.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/idalloc.h"
+#include "core/seqlock.h"
+#include "shm/mrmap.h"
+#include "verbs/internal.h"
+
+struct sr_mrmap {
+	uint32_t key;
+	uint64_t reg_seq;
+	char *base;      /* address of the region's first byte (iova) here */
+	void *map;       /* what to munmap */
+	size_t map_len;
+};
+
+static _Atomic(_Atomic(struct sr_mrmap *) *) sr_maps;
+static pthread_mutex_t sr_mrmap_lock = PTHREAD_MUTEX_INITIALIZER;
+
+bool sr_key_lookup(void *arena, uint32_t key, struct sr_key_entry *out)
+{
+	struct sr_key_entry *e = &sr_arena_keytab(arena)[sr_key_index(key) % SR_MAX_KEYS];
+
+	sr_seq_read(&e->seq, (char *)out + sizeof(out->seq), sizeof(*out) - sizeof(out->seq));
+	return out->key == key && key != 0 && out->kind != SR_KEY_FREE;
+}
+
+void sr_key_store(void *arena, uint32_t index, const struct sr_key_entry *val)
+{
+	struct sr_key_entry *e = &sr_arena_keytab(arena)[index % SR_MAX_KEYS];
+
+	sr_seq_write(&e->seq, (const char *)val + sizeof(val->seq), sizeof(*val) - sizeof(val->seq));
+}
+
+static _Atomic(struct sr_mrmap *) *map_slots(void)
+{
+	_Atomic(struct sr_mrmap *) *s = atomic_load_explicit(&sr_maps, memory_order_acquire);
+
+	if (s)
+		return s;
+	pthread_mutex_lock(&sr_mrmap_lock);
+	s = atomic_load_explicit(&sr_maps, memory_order_relaxed);
+	if (!s) {
+		/* 2 MiB of virtual space; pages are touched only for used indices */
+		s = mmap(NULL, SR_MAX_KEYS * sizeof(*s), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (s == MAP_FAILED)
+			s = NULL;
+		else
+			atomic_store_explicit(&sr_maps, s, memory_order_release);
+	}
+	pthread_mutex_unlock(&sr_mrmap_lock);
+	return s;
+}
+
+/* Maps the memfd segments of a registration contiguously. */
+static struct sr_mrmap *map_region(struct sr_context *ctx, uint32_t key, uint64_t reg_seq)
+{
+	uintptr_t ps = sysconf(_SC_PAGESIZE);
+	struct sr_req req;
+	struct sr_rep rep;
+	int fds[SR_MR_MAX_SEGS], nfds = SR_MR_MAX_SEGS;
+	struct sr_mrmap *m = NULL;
+	uint64_t o, total, pos;
+	char *res;
+	int ret;
+
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_MR_MAP;
+	req.handle = key;
+	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, fds, &nfds);
+	if (ret)
+		return NULL;
+	if (nfds != (int)rep.u.mr_map.nsegs || !nfds)
+		goto out;
+	o = rep.u.mr_map.segs[0].fd_off & (ps - 1);
+	total = (o + rep.u.mr_map.length + ps - 1) & ~(ps - 1);
+	res = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (res == MAP_FAILED)
+		goto out;
+	pos = 0;
+	for (int i = 0; i < nfds; i++) {
+		const struct sr_mr_seg *s = &rep.u.mr_map.segs[i];
+		uint64_t foff = s->fd_off - (i == 0 ? o : 0);
+		uint64_t mlen = ((i == 0 ? o : 0) + s->len + ps - 1) & ~(ps - 1);
+
+		if (pos + mlen > total)
+			mlen = total - pos;
+		if (mmap(res + pos, mlen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fds[i],
+			 foff) == MAP_FAILED) {
+			munmap(res, total);
+			goto out;
+		}
+		pos += mlen;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		munmap(res, total);
+		goto out;
+	}
+	m->key = key;
+	m->reg_seq = reg_seq;
+	m->base = res + o;
+	m->map = res;
+	m->map_len = total;
+out:
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
+	return m;
+}
+
+static char *mr_base(struct sr_context *ctx, const struct sr_key_entry *e)
+{
+	_Atomic(struct sr_mrmap *) *slots;
+	struct sr_mrmap *m, *old;
+	uint32_t idx = sr_key_index(e->key) % SR_MAX_KEYS;
+
+	if (e->owner_pid == (uint32_t)getpid())
+		return (char *)(uintptr_t)e->addr;
+	slots = map_slots();
+	if (!slots)
+		return NULL;
+	m = atomic_load_explicit(&slots[idx], memory_order_acquire);
+	if (m && m->reg_seq == e->reg_seq && m->key == e->key)
+		return m->base;
+	pthread_mutex_lock(&sr_mrmap_lock);
+	old = atomic_load_explicit(&slots[idx], memory_order_relaxed);
+	if (old && old->reg_seq == e->reg_seq && old->key == e->key) {
+		pthread_mutex_unlock(&sr_mrmap_lock);
+		return old->base;
+	}
+	m = map_region(ctx, e->key, e->reg_seq);
+	if (m) {
+		atomic_store_explicit(&slots[idx], m, memory_order_release);
+		if (old) {
+			/* the old registration is gone: its pages may be unmapped */
+			munmap(old->map, old->map_len);
+			free(old);
+		}
+	}
+	pthread_mutex_unlock(&sr_mrmap_lock);
+	return m ? m->base : NULL;
+}
+
+enum sr_key_result sr_key_resolve(struct sr_context *ctx, uint32_t key, uint64_t va, uint64_t len,
+				  uint32_t need, uint32_t pd, uint32_t qpn, bool remote, void **ptr)
+{
+	struct sr_key_entry e, mr;
+	char *base;
+
+	if (!sr_key_lookup(ctx->arena, key, &e))
+		return SR_KEY_INVALID;
+	if (e.kind == SR_KEY_MR) {
+		mr = e;
+	} else {
+		/* memory windows are remote keys only, and only while bound (IBTA 10.6.7) */
+		if (!remote || e.state != 1)
+			return SR_KEY_INVALID;
+		if (e.kind == SR_KEY_MW2 && e.mw_qpn != qpn)
+			return SR_KEY_PD; /* C10-72: a type-2 window serves only its QP */
+		if (!sr_key_lookup(ctx->arena, e.parent_key, &mr) || mr.kind != SR_KEY_MR)
+			return SR_KEY_INVALID;
+	}
+	if (e.pd != pd)
+		return SR_KEY_PD;
+	if ((e.access & need) != need)
+		return SR_KEY_ACCESS;
+	if (va < e.iova || len > e.length || va - e.iova > e.length - len)
+		return SR_KEY_BOUNDS;
+	base = mr_base(ctx, &mr);
+	if (!base)
+		return SR_KEY_NOMAP;
+	*ptr = base + (va - mr.iova);
+	return SR_KEY_OK;
+}

@@ -1,0 +1,47 @@
+/*
+ * QP error handling shared by the library and softrdmad: completing send
+ * WQEs, moving a QP to the error state and flushing its queues (IBTA 10.3.1:
+ * every outstanding and every later WQE completes with WR_FLUSH_ERR), and
+ * turning an expired RNR or ACK wait into RNR_RETRY_EXC_ERR or
+ * RETRY_EXC_ERR.  These need only the arena, so the daemon can apply them
+ * to a process that is blocked or gone.
+ */
+#ifndef SR_SHM_QP_ERR_H
+#define SR_SHM_QP_ERR_H
+
+#include <stdint.h>
+
+#include "shm/cq_push.h"
+
+static inline struct sr_send_wqe *sr_sq_wqe(void *arena, const struct sr_qp_shm *qp, uint32_t i)
+{
+	return (struct sr_send_wqe *)((char *)arena + qp->sq.wqe_off +
+				      (uint64_t)(i & (qp->sq.wqe_cnt - 1)) * qp->sq.stride);
+}
+
+static inline struct sr_recv_wqe *sr_rq_wqe(void *arena, const struct sr_wq *wq, uint32_t i)
+{
+	return (struct sr_recv_wqe *)((char *)arena + wq->wqe_off +
+				      (uint64_t)(i & (wq->wqe_cnt - 1)) * wq->stride);
+}
+
+uint64_t sr_now_ns(void);
+enum ibv_wc_opcode sr_wc_opcode(uint8_t wr_opcode);
+
+/* Completes the SQ head WQE (caller holds sq_lock) with `status`, advancing
+ * exec_pos and the SQ tail.  Success completions only when signaled. */
+void sr_sq_complete_head(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status status,
+			 uint32_t byte_len, sr_signal_fn *signal, void *arg);
+/* Flushes the SQ from exec_pos (caller holds sq_lock). */
+void sr_sq_flush_locked(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg);
+/* Flushes the QP's own RQ (takes rq_lock). */
+void sr_rq_flush(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg);
+/* If the SQ head has waited past its deadline, fails it and moves the QP to
+ * ERR.  Takes sq_lock with trylock unless `block`; returns 1 if it failed
+ * the QP, 0 otherwise. */
+int sr_qp_check_stall(void *arena, struct sr_qp_shm *qp, uint64_t now, int block,
+		      sr_signal_fn *signal, void *arg);
+/* RNR timer value in ns for an encoded min_rnr_timer (IBTA table 45). */
+uint64_t sr_rnr_timer_ns(uint8_t enc);
+
+#endif

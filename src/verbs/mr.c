@@ -1,0 +1,504 @@
+/*
+ * Memory registration.  A registered region must be reachable by other
+ * processes (a peer executing a one-sided operation, or a SEND's executor)
+ * without this process's CPU, as an HCA reaches pinned pages by DMA.  At
+ * registration the pages covering the region are moved onto a memfd: the
+ * current contents are copied into a fresh memfd mapping, which mremap()
+ * then puts in place of the old pages in one step, so the application's
+ * pointers stay valid.  Peers map the same memfd (the daemon hands it out by
+ * key).  Page runs already moved by an earlier registration are reused, so
+ * overlapping registrations share pages; an MR is a list of segments over
+ * such "backings".  When the last MR using a backing goes, the pages become
+ * private anonymous memory again.  MADV_DONTFORK applies while registered,
+ * as rdma-core does.
+ *
+ * Limits (docs/architecture.md): pages are made read-write and private
+ * anonymous state (e.g. a MAP_SHARED file mapping) is not preserved; other
+ * threads must not write the pages while they are being registered.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "verbs/internal.h"
+
+struct sr_backing {
+	uintptr_t start, end; /* page aligned */
+	int memfd;
+	uint32_t fd_id;
+	struct sr_context *ctx; /* the context whose daemon client registered fd_id */
+	unsigned refs;
+	struct sr_backing *next; /* sorted by start */
+};
+
+static pthread_mutex_t sr_backing_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sr_backing *sr_backings;
+static uintptr_t sr_page_size;
+
+static uintptr_t page_size(void)
+{
+	if (!sr_page_size)
+		sr_page_size = sysconf(_SC_PAGESIZE);
+	return sr_page_size;
+}
+
+/* Copies len bytes of our own memory, failing with EFAULT (not SIGSEGV)
+ * where the range is not mapped readable: the kernel's pinning would fail
+ * the same way. */
+static int copy_own(void *dst, const void *src, size_t len)
+{
+	struct iovec l = { dst, len }, r = { (void *)src, len };
+	ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+
+	if (n == (ssize_t)len)
+		return 0;
+	return n < 0 ? -errno : -EFAULT;
+}
+
+static struct sr_backing *backing_create(struct sr_context *ctx, uintptr_t start, uintptr_t end)
+{
+	size_t len = end - start;
+	struct sr_backing *b;
+	void *tmp;
+	int fd, ret;
+
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	fd = memfd_create("softrdma-mr", MFD_CLOEXEC);
+	if (fd < 0)
+		goto err_free;
+	if (ftruncate(fd, len))
+		goto err_close;
+	tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (tmp == MAP_FAILED)
+		goto err_close;
+	ret = copy_own(tmp, (void *)start, len);
+	if (ret) {
+		munmap(tmp, len);
+		errno = -ret;
+		goto err_close;
+	}
+	/* atomically replace the old pages by the memfd pages */
+	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)start) == MAP_FAILED) {
+		int e = errno;
+
+		munmap(tmp, len);
+		errno = e;
+		goto err_close;
+	}
+	madvise((void *)start, len, MADV_DONTFORK);
+	ret = sr_ctx_reg_fd(ctx, fd, SR_FD_MEM, &b->fd_id);
+	if (ret) {
+		errno = -ret;
+		goto err_close; /* pages stay memfd-backed: harmless, contents intact */
+	}
+	b->start = start;
+	b->end = end;
+	b->memfd = fd;
+	b->ctx = ctx;
+	return b;
+
+err_close:
+	close(fd);
+err_free:
+	free(b);
+	return NULL;
+}
+
+/* True if [start,end) is still mapped from this backing's memfd: the
+ * application may have unmapped (freed) it before deregistering. */
+static bool backing_still_mapped(const struct sr_backing *b)
+{
+	struct stat st;
+	char line[512];
+	bool ok = false;
+	FILE *f;
+
+	if (fstat(b->memfd, &st))
+		return false;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		uintptr_t s, e;
+		unsigned long long ino;
+
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %*s %*s %*s %llu", &s, &e, &ino) != 3)
+			continue;
+		if (s <= b->start && e >= b->end && ino == (unsigned long long)st.st_ino) {
+			ok = true;
+			break;
+		}
+	}
+	fclose(f);
+	return ok;
+}
+
+static void backing_release(struct sr_backing *b)
+{
+	size_t len = b->end - b->start;
+
+	if (backing_still_mapped(b)) {
+		void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (tmp != MAP_FAILED) {
+			memcpy(tmp, (void *)b->start, len);
+			if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) ==
+			    MAP_FAILED)
+				munmap(tmp, len);
+		}
+	}
+	sr_ctx_close_fd(b->ctx, b->fd_id);
+	close(b->memfd);
+	free(b);
+}
+
+static void backing_insert(struct sr_backing *n)
+{
+	struct sr_backing **pp = &sr_backings;
+
+	while (*pp && (*pp)->start < n->start)
+		pp = &(*pp)->next;
+	n->next = *pp;
+	*pp = n;
+}
+
+static void backing_unlink(struct sr_backing *b)
+{
+	for (struct sr_backing **pp = &sr_backings; *pp; pp = &(*pp)->next) {
+		if (*pp == b) {
+			*pp = b->next;
+			return;
+		}
+	}
+}
+
+static void mr_put_backings(struct sr_mr *mr)
+{
+	for (unsigned i = 0; i < mr->nbacking; i++) {
+		struct sr_backing *b = mr->backing[i];
+
+		if (--b->refs == 0) {
+			backing_unlink(b);
+			backing_release(b);
+		}
+	}
+	free(mr->backing);
+	mr->backing = NULL;
+	mr->nbacking = 0;
+}
+
+/* Finds or creates the backings covering [addr, addr+len) in order and
+ * takes a reference on each.  Called with sr_backing_lock held. */
+static int mr_get_backings(struct sr_context *ctx, struct sr_mr *mr, uintptr_t addr, size_t len)
+{
+	uintptr_t ps = page_size();
+	uintptr_t pos = addr & ~(ps - 1);
+	uintptr_t end = (addr + len + ps - 1) & ~(ps - 1);
+	unsigned cap = 4;
+
+	mr->backing = calloc(cap, sizeof(*mr->backing));
+	if (!mr->backing)
+		return -ENOMEM;
+	while (pos < end) {
+		struct sr_backing *b = sr_backings, *use = NULL;
+		uintptr_t gap_end = end;
+
+		for (; b; b = b->next) {
+			if (b->start <= pos && pos < b->end) {
+				use = b;
+				break;
+			}
+			if (b->start > pos) {
+				gap_end = b->start < end ? b->start : end;
+				break;
+			}
+		}
+		if (!use) {
+			use = backing_create(ctx, pos, gap_end);
+			if (!use) {
+				int e = errno ? errno : ENOMEM;
+
+				mr_put_backings(mr);
+				return -e;
+			}
+			backing_insert(use);
+		}
+		if (mr->nbacking == cap) {
+			struct sr_backing **n = realloc(mr->backing, 2 * cap * sizeof(*n));
+
+			if (!n) {
+				if (!use->refs) {
+					backing_unlink(use);
+					backing_release(use);
+				}
+				mr_put_backings(mr);
+				return -ENOMEM;
+			}
+			mr->backing = n;
+			cap *= 2;
+		}
+		use->refs++;
+		mr->backing[mr->nbacking++] = use;
+		pos = use->end;
+	}
+	return 0;
+}
+
+#define SR_ACCESS_SUPPORTED                                                                     \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |             \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
+
+static int check_access(unsigned int access)
+{
+	access &= ~IBV_ACCESS_OPTIONAL_RANGE; /* optional bits may be ignored by definition */
+	if (access & IBV_ACCESS_ON_DEMAND)
+		return -EOPNOTSUPP; /* no ODP: the device does not advertise it */
+	if (access & ~(SR_ACCESS_SUPPORTED | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB))
+		return -EINVAL;
+	/* IBTA C10-26: remote write/atomic access requires local write */
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	return 0;
+}
+
+/* Registers [addr, addr+length) into `mr` (already allocated). */
+static int mr_register(struct ibv_pd *pd, struct sr_mr *mr, void *addr, size_t length,
+		       uint64_t iova, unsigned int access)
+{
+	struct sr_context *ctx = to_sctx(pd->context);
+	uintptr_t a = (uintptr_t)addr;
+	struct sr_req req;
+	struct sr_rep rep;
+	uint64_t covered = 0;
+	unsigned n = 0;
+	int ret;
+
+	ret = check_access(access);
+	if (ret)
+		return ret;
+	access &= SR_ACCESS_SUPPORTED | IBV_ACCESS_ZERO_BASED;
+	if (!length || !addr || length > SR_MAX_MR_SIZE || a + length < a)
+		return -EINVAL;
+
+	pthread_mutex_lock(&sr_backing_lock);
+	ret = mr_get_backings(ctx, mr, a, length);
+	if (ret)
+		goto out;
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_REG_MR;
+	req.u.reg_mr.pd = to_spd(pd)->handle;
+	req.u.reg_mr.access = access;
+	req.u.reg_mr.addr = a;
+	req.u.reg_mr.length = length;
+	req.u.reg_mr.iova = access & IBV_ACCESS_ZERO_BASED ? 0 : iova;
+	for (unsigned i = 0; i < mr->nbacking && covered < length; i++) {
+		struct sr_backing *b = mr->backing[i];
+		uintptr_t s = a + covered;
+		uint64_t seg = b->end - s;
+
+		if (seg > length - covered)
+			seg = length - covered;
+		if (n == SR_MR_MAX_SEGS) {
+			ret = -ENOMEM; /* too fragmented by earlier registrations */
+			break;
+		}
+		req.u.reg_mr.segs[n].fd_id = b->fd_id;
+		req.u.reg_mr.segs[n].fd_off = s - b->start;
+		req.u.reg_mr.segs[n].len = seg;
+		n++;
+		covered += seg;
+	}
+	req.u.reg_mr.nsegs = n;
+	if (!ret)
+		ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (ret) {
+		mr_put_backings(mr);
+		goto out;
+	}
+	mr->mr.context = pd->context;
+	mr->mr.pd = pd;
+	mr->mr.addr = addr;
+	mr->mr.length = length;
+	mr->mr.handle = rep.handle;
+	mr->mr.lkey = rep.u.mr.lkey;
+	mr->mr.rkey = rep.u.mr.rkey;
+	mr->iova = req.u.reg_mr.iova;
+	mr->access = access;
+out:
+	pthread_mutex_unlock(&sr_backing_lock);
+	return ret;
+}
+
+static int mr_deregister(struct sr_mr *mr)
+{
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_DEREG_MR;
+	req.handle = mr->mr.handle;
+	ret = sr_ctx_request(to_sctx(mr->mr.context), &req, &rep, NULL, 0, NULL, NULL);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&sr_backing_lock);
+	mr_put_backings(mr);
+	pthread_mutex_unlock(&sr_backing_lock);
+	return 0;
+}
+
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+				unsigned int access)
+{
+	struct sr_mr *mr;
+	int ret;
+
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = mr_register(pd, mr, addr, length, iova, access);
+	if (ret) {
+		free(mr);
+		errno = -ret;
+		return NULL;
+	}
+	return &mr->mr;
+}
+
+#undef ibv_reg_mr
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, access);
+}
+
+#undef ibv_reg_mr_iova
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+			       int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, iova, access);
+}
+
+struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
+				 int fd, int access)
+{
+	errno = EOPNOTSUPP; /* no device memory to import */
+	return NULL;
+}
+
+int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	int ret;
+
+	if (!mr)
+		return EINVAL;
+	ret = mr_deregister(to_smr(mr));
+	if (ret)
+		return -ret;
+	free(to_smr(mr));
+	return 0;
+}
+
+int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
+		 int access)
+{
+	struct sr_mr *old, nmr;
+	struct ibv_pd *npd;
+	void *naddr;
+	size_t nlen;
+	unsigned int nacc;
+	int ret;
+
+	if (!mr || !flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
+		return IBV_REREG_MR_ERR_INPUT;
+	old = to_smr(mr);
+	npd = flags & IBV_REREG_MR_CHANGE_PD ? pd : mr->pd;
+	naddr = flags & IBV_REREG_MR_CHANGE_TRANSLATION ? addr : mr->addr;
+	nlen = flags & IBV_REREG_MR_CHANGE_TRANSLATION ? length : mr->length;
+	nacc = flags & IBV_REREG_MR_CHANGE_ACCESS ? (unsigned int)access : old->access;
+	if (!npd || npd->context != mr->context)
+		return IBV_REREG_MR_ERR_INPUT;
+	if (check_access(nacc) || !nlen || !naddr)
+		return IBV_REREG_MR_ERR_INPUT;
+	memset(&nmr, 0, sizeof(nmr));
+	ret = mr_register(npd, &nmr, naddr, nlen, (uintptr_t)naddr, nacc);
+	if (ret)
+		return IBV_REREG_MR_ERR_CMD;
+	if (mr_deregister(old)) {
+		mr_deregister(&nmr);
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	/* the application keeps its ibv_mr pointer; the contents are the new registration */
+	*old = nmr;
+	return 0;
+}
+
+/* ---- memory windows (allocation; binding is a work request, see the data path) ---- */
+
+struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct sr_req req;
+	struct sr_rep rep;
+	struct sr_mw *mw;
+	int ret;
+
+	if (!pd || (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	mw = calloc(1, sizeof(*mw));
+	if (!mw) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_ALLOC_MW;
+	req.u.mw.pd = to_spd(pd)->handle;
+	req.u.mw.type = type;
+	ret = sr_ctx_request(to_sctx(pd->context), &req, &rep, NULL, 0, NULL, NULL);
+	if (ret) {
+		free(mw);
+		errno = -ret;
+		return NULL;
+	}
+	mw->mw.context = pd->context;
+	mw->mw.pd = pd;
+	mw->mw.rkey = rep.u.mw.rkey;
+	mw->mw.handle = rep.handle;
+	mw->mw.type = type;
+	return &mw->mw;
+}
+
+int sr_dealloc_mw(struct ibv_mw *mw)
+{
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!mw)
+		return EINVAL;
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_DEALLOC_MW;
+	req.handle = mw->handle;
+	ret = sr_ctx_request(to_sctx(mw->context), &req, &rep, NULL, 0, NULL, NULL);
+	if (ret)
+		return -ret;
+	free(container_of(mw, struct sr_mw, mw));
+	return 0;
+}

@@ -1,0 +1,298 @@
+/*
+ * Queue pairs (control side): create, modify, query, destroy.  The daemon
+ * owns the QP's shared state and checks every modify against the IBTA state
+ * machine (src/core/qp_state.c); the library mirrors the resulting state in
+ * ibv_qp.state, which programs read directly.  Moving to ERR flushes the
+ * outstanding work requests into the CQs (IBTA 10.3.1, C10-32).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verbs/internal.h"
+
+#define SR_SEND_OPS_SUPPORTED                                                                    \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |    \
+	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                                 \
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |                 \
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
+
+static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
+{
+	struct sr_context *ctx = to_sctx(context);
+	struct sr_req req;
+	struct sr_rep rep;
+	struct sr_qp *qp;
+	struct ibv_qp *q;
+	int ret;
+
+	if (!attr->pd || attr->pd->context != context || !attr->send_cq || !attr->recv_cq ||
+	    attr->send_cq->context != context || attr->recv_cq->context != context ||
+	    (attr->srq && attr->srq->context != context)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP; /* XRC and raw packet QPs are not implemented */
+		return NULL;
+	}
+	if (attr->cap.max_send_wr > SR_MAX_QP_WR || attr->cap.max_send_sge > SR_MAX_SGE ||
+	    attr->cap.max_inline_data > SR_MAX_INLINE ||
+	    (!attr->srq && (attr->cap.max_recv_wr > SR_MAX_QP_WR ||
+			    attr->cap.max_recv_sge > SR_MAX_SGE))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_CREATE_QP;
+	req.u.create_qp.pd = to_spd(attr->pd)->handle;
+	req.u.create_qp.type = attr->qp_type;
+	req.u.create_qp.send_cq = to_scq(attr->send_cq)->handle;
+	req.u.create_qp.recv_cq = to_scq(attr->recv_cq)->handle;
+	req.u.create_qp.srqn = attr->srq ? to_ssrq(attr->srq)->srqn : 0;
+	req.u.create_qp.sq_sig_all = !!attr->sq_sig_all;
+	req.u.create_qp.async_fd_id = ctx->async_fd_id;
+	req.u.create_qp.user_handle = (uintptr_t)qp;
+	req.u.create_qp.cap.max_send_wr = attr->cap.max_send_wr;
+	req.u.create_qp.cap.max_recv_wr = attr->cap.max_recv_wr;
+	req.u.create_qp.cap.max_send_sge = attr->cap.max_send_sge;
+	req.u.create_qp.cap.max_recv_sge = attr->cap.max_recv_sge;
+	req.u.create_qp.cap.max_inline_data = attr->cap.max_inline_data;
+	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (ret) {
+		free(qp);
+		errno = -ret;
+		return NULL;
+	}
+	qp->shm = sr_arena_ptr(ctx->arena, rep.u.qp.off);
+	qp->cap.max_send_wr = rep.u.qp.cap.max_send_wr;
+	qp->cap.max_recv_wr = rep.u.qp.cap.max_recv_wr;
+	qp->cap.max_send_sge = rep.u.qp.cap.max_send_sge;
+	qp->cap.max_recv_sge = rep.u.qp.cap.max_recv_sge;
+	qp->cap.max_inline_data = rep.u.qp.cap.max_inline_data;
+	attr->cap = qp->cap; /* report what was actually created */
+
+	q = &qp->qpx.qp_base;
+	q->context = context;
+	q->qp_context = attr->qp_context;
+	q->pd = attr->pd;
+	q->send_cq = attr->send_cq;
+	q->recv_cq = attr->recv_cq;
+	q->srq = attr->srq;
+	q->handle = rep.handle;
+	q->qp_num = rep.handle;
+	q->state = IBV_QPS_RESET;
+	q->qp_type = attr->qp_type;
+	pthread_mutex_init(&q->mutex, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		qp->has_qpx = true;
+		sr_qp_ex_init(qp);
+	}
+	pthread_mutex_lock(&ctx->lock);
+	sr_list_add(&ctx->qps, &qp->link);
+	pthread_mutex_unlock(&ctx->lock);
+	return qp;
+}
+
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct ibv_qp_init_attr_ex ex;
+	struct sr_qp *qp;
+
+	if (!pd || !qp_init_attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	memset(&ex, 0, sizeof(ex));
+	memcpy(&ex, qp_init_attr, sizeof(*qp_init_attr));
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	qp = qp_create(pd->context, &ex);
+	if (!qp)
+		return NULL;
+	qp_init_attr->cap = ex.cap;
+	return &qp->qpx.qp_base;
+}
+
+struct ibv_qp *sr_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
+{
+	struct sr_qp *qp;
+
+	if (!context || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+					  IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+	    (attr->send_ops_flags & ~(uint64_t)SR_SEND_OPS_SUPPORTED)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	qp = qp_create(context, attr);
+	return qp ? &qp->qpx.qp_base : NULL;
+}
+
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	if (qp && to_sqp(qp)->has_qpx)
+		return &to_sqp(qp)->qpx;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+static void attr_to_wire(const struct ibv_qp_attr *a, struct sr_qp_attr_wire *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->qp_state = a->qp_state;
+	w->cur_qp_state = a->cur_qp_state;
+	w->path_mtu = a->path_mtu;
+	w->path_mig_state = a->path_mig_state;
+	w->qkey = a->qkey;
+	w->rq_psn = a->rq_psn;
+	w->sq_psn = a->sq_psn;
+	w->dest_qp_num = a->dest_qp_num;
+	w->qp_access_flags = a->qp_access_flags;
+	w->cap.max_send_wr = a->cap.max_send_wr;
+	w->cap.max_recv_wr = a->cap.max_recv_wr;
+	w->cap.max_send_sge = a->cap.max_send_sge;
+	w->cap.max_recv_sge = a->cap.max_recv_sge;
+	w->cap.max_inline_data = a->cap.max_inline_data;
+	memcpy(w->ah_attr, &a->ah_attr, sizeof(w->ah_attr));
+	memcpy(w->alt_ah_attr, &a->alt_ah_attr, sizeof(w->alt_ah_attr));
+	w->pkey_index = a->pkey_index;
+	w->alt_pkey_index = a->alt_pkey_index;
+	w->en_sqd_async_notify = a->en_sqd_async_notify;
+	w->sq_draining = a->sq_draining;
+	w->max_rd_atomic = a->max_rd_atomic;
+	w->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	w->min_rnr_timer = a->min_rnr_timer;
+	w->port_num = a->port_num;
+	w->timeout = a->timeout;
+	w->retry_cnt = a->retry_cnt;
+	w->rnr_retry = a->rnr_retry;
+	w->alt_port_num = a->alt_port_num;
+	w->alt_timeout = a->alt_timeout;
+	w->rate_limit = a->rate_limit;
+}
+
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct sr_context *ctx;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!qp || !attr)
+		return EINVAL;
+	ctx = to_sctx(qp->context);
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_MODIFY_QP;
+	req.handle = qp->qp_num;
+	req.u.modify_qp.attr_mask = attr_mask;
+	attr_to_wire(attr, &req.u.modify_qp.attr);
+	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (ret)
+		return -ret;
+	qp->state = rep.u.modify_qp.state;
+	if (qp->state == IBV_QPS_ERR)
+		sr_qp_flush(ctx, to_sqp(qp));
+	return 0;
+}
+
+int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
+		 struct ibv_qp_init_attr *init_attr)
+{
+	struct sr_qp *sqp;
+	struct sr_qp_shm *s;
+
+	if (!qp || !attr || !init_attr)
+		return EINVAL;
+	sqp = to_sqp(qp);
+	s = sqp->shm;
+	memset(attr, 0, sizeof(*attr));
+	qp->state = atomic_load_explicit(&s->state, memory_order_acquire);
+	attr->qp_state = qp->state;
+	attr->cur_qp_state = qp->state;
+	attr->path_mtu = s->path_mtu;
+	attr->path_mig_state = s->path_mig_state;
+	attr->qkey = s->qkey;
+	attr->rq_psn = s->rq_psn;
+	attr->sq_psn = s->sq_psn;
+	attr->dest_qp_num = s->dest_qpn;
+	attr->qp_access_flags = s->access;
+	attr->cap = sqp->cap;
+	memcpy(&attr->ah_attr, s->ah_attr, sizeof(attr->ah_attr));
+	memcpy(&attr->alt_ah_attr, s->alt_ah_attr, sizeof(attr->alt_ah_attr));
+	attr->pkey_index = s->pkey_index;
+	attr->alt_pkey_index = s->alt_pkey_index;
+	attr->en_sqd_async_notify = s->en_sqd_async_notify;
+	attr->sq_draining = 0;
+	attr->max_rd_atomic = s->max_rd_atomic;
+	attr->max_dest_rd_atomic = s->max_dest_rd_atomic;
+	attr->min_rnr_timer = s->min_rnr_timer;
+	attr->port_num = s->port_num;
+	attr->timeout = s->timeout;
+	attr->retry_cnt = s->retry_cnt;
+	attr->rnr_retry = s->rnr_retry;
+	attr->alt_port_num = s->alt_port_num;
+	attr->alt_timeout = s->alt_timeout;
+
+	memset(init_attr, 0, sizeof(*init_attr));
+	init_attr->qp_context = qp->qp_context;
+	init_attr->send_cq = qp->send_cq;
+	init_attr->recv_cq = qp->recv_cq;
+	init_attr->srq = qp->srq;
+	init_attr->cap = sqp->cap;
+	init_attr->qp_type = qp->qp_type;
+	init_attr->sq_sig_all = s->sq_sig_all;
+	return 0;
+}
+
+int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	struct sr_context *ctx;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!qp)
+		return EINVAL;
+	ctx = to_sctx(qp->context);
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_DESTROY_QP;
+	req.handle = qp->qp_num;
+	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (ret)
+		return -ret;
+	pthread_mutex_lock(&ctx->lock);
+	sr_list_del(&to_sqp(qp)->link);
+	pthread_mutex_unlock(&ctx->lock);
+	free(to_sqp(qp));
+	return 0;
+}
+
+int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
+{
+	/* payload is copied with memcpy, whose store order is unspecified:
+	 * polling the last byte of a WRITE is not a valid completion signal */
+	return 0;
+}
