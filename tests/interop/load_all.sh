@@ -29,6 +29,10 @@ our_libs="libibverbs.so.1 librdmacm.so.1 libmlx5.so.1 libefa.so.1"
 # What the dynamic linker prints when a library, symbol or version is missing.
 ld_errors='symbol lookup error|version `|cannot open shared object|undefined symbol|error while loading shared libraries'
 
+# A private daemon, stopped on exit (programs that open the device reach it).
+source "$(dirname "$0")/../lib.sh"
+sr_setup "$build" || exit 1
+
 if [ -x "$build/bin/softrdma" ]; then
 	runner=("$build/bin/softrdma" run --)
 else

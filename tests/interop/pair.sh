@@ -1,0 +1,58 @@
+#!/bin/bash
+# Runs one of Debian's unmodified client/server RDMA programs as two
+# processes on this host under `softrdma run`, against a private daemon, and
+# checks what a user would: both sides exit 0 and print their result lines.
+#
+# usage: pair.sh BUILD_DIR KIND PROGRAM [ARGS...]
+#   KIND pingpong: ibv_*_pingpong; passes -g 0 -p PORT; expects the
+#                  "bytes in ... seconds" and "iters in" lines on both sides
+#   KIND perftest: ib_*_{bw,lat}; passes -d soft0 -x 0 -F -p PORT; expects
+#                  the result table (a header line with #bytes and data rows)
+set -u
+here=$(dirname "$0")
+source "$here/../lib.sh"
+build=$1 kind=$2 prog=$3
+shift 3
+sr_setup "$build" || exit 1
+port=$((20000 + (RANDOM % 20000)))
+case $kind in
+pingpong) common=(-g 0 -p "$port") ;;
+perftest) common=(-d soft0 -x 0 -F -p "$port") ;;
+*) echo "unknown kind $kind"; exit 2 ;;
+esac
+log=$(mktemp -d)
+trap 'sr_cleanup; rm -rf "$log"' EXIT
+
+sr_bg "$log/server" timeout 120 stdbuf -oL "$SR" run -- "$prog" "${common[@]}" "$@"
+spid=$SR_LAST_PID
+if ! sr_wait_port "$port"; then
+	echo "FAIL: server did not listen on $port"; cat "$log/server"; exit 1
+fi
+timeout 120 stdbuf -oL "$SR" run -- "$prog" "${common[@]}" "$@" 127.0.0.1 >"$log/client" 2>&1
+crc=$?
+wait "$spid"
+src=$?
+echo "--- client (rc $crc)"; cat "$log/client"
+echo "--- server (rc $src)"; cat "$log/server"
+ok=1
+[ "$crc" = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
+[ "$src" = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
+for side in client server; do
+	case $kind in
+	pingpong)
+		grep -Eq '^[0-9]+ bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec' "$log/$side" &&
+			grep -Eq '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$log/$side" ||
+			{ echo "FAIL: $side printed no bandwidth lines"; ok=0; }
+		;;
+	perftest)
+		# the client always prints the table; bw servers print it too
+		if [ $side = client ] || [[ $prog == *_bw ]]; then
+			grep -q '#bytes' "$log/$side" &&
+				grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$log/$side" ||
+				{ echo "FAIL: $side printed no result table"; ok=0; }
+		fi
+		;;
+	esac
+done
+[ $ok = 1 ] && echo "PASS: $prog $*"
+[ $ok = 1 ]

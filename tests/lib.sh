@@ -1,0 +1,60 @@
+# Shared shell helpers for softrdma's tests (source this file).
+#
+# Every test runs against its own softrdmad, found at a private abstract
+# socket name (SOFTRDMA_SOCKET), so tests can run in parallel without
+# seeing each other's resources, and each test stops exactly the daemon it
+# started (by PID) when it exits.
+#
+#   sr_setup BUILD_DIR     start a private daemon; sets SR (the softrdma CLI)
+#   sr_wait_port PORT      wait until a TCP port listens (server ready)
+#   sr_cleanup             stop what sr_setup and sr_bg started (also on EXIT)
+#   sr_bg LOGFILE CMD...   run CMD in the background, remembered for cleanup
+
+SR_PIDS=()
+
+sr_setup() {
+	SR_BUILD=$(cd "$1" && pwd -P)
+	SR="$SR_BUILD/bin/softrdma"
+	export SOFTRDMA_SOCKET="softrdma-test-$$-$RANDOM"
+	export SOFTRDMA_NO_SPAWN=1
+	"$SR_BUILD/bin/softrdmad" --idle 0 &
+	SR_DAEMON_PID=$!
+	trap sr_cleanup EXIT
+	for _ in $(seq 100); do
+		"$SR" status >/dev/null 2>&1 && "$SR" status | grep -q '^device' && return 0
+		sleep 0.05
+	done
+	echo "softrdmad did not come up" >&2
+	return 1
+}
+
+sr_bg() {
+	local log=$1
+	shift
+	"$@" >"$log" 2>&1 &
+	SR_PIDS+=($!)
+	SR_LAST_PID=$!
+}
+
+sr_wait_port() {
+	for _ in $(seq 200); do
+		ss -ltnH "sport = :$1" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+sr_cleanup() {
+	for p in "${SR_PIDS[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${SR_PIDS[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	SR_PIDS=()
+	if [ -n "${SR_DAEMON_PID:-}" ]; then
+		kill "$SR_DAEMON_PID" 2>/dev/null
+		wait "$SR_DAEMON_PID" 2>/dev/null
+		SR_DAEMON_PID=
+	fi
+}
