@@ -109,6 +109,7 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		       int *fds, int nfds);
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
 struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
+bool sr_daemon_tick(struct sr_daemon *d);
 
 /* status.c */
 char *sr_status_text(struct sr_daemon *d, size_t *len);

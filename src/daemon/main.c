@@ -154,6 +154,7 @@ int main(int argc, char **argv)
 	struct sr_client **who = NULL;
 	size_t cap = 0;
 	uint64_t idle_since;
+	bool waiting = false;
 	const char *e;
 	int ret;
 
@@ -216,7 +217,7 @@ int main(int argc, char **argv)
 			pfd[n] = (struct pollfd){ .fd = c->sock, .events = POLLIN };
 			who[n++] = c;
 		}
-		ret = poll(pfd, n, 100);
+		ret = poll(pfd, n, waiting ? 1 : 100);
 		if (ret < 0 && errno != EINTR)
 			break;
 		if (ret > 0) {
@@ -227,6 +228,7 @@ int main(int argc, char **argv)
 			if (pfd[0].revents & POLLIN)
 				accept_client(&d);
 		}
+		waiting = sr_daemon_tick(&d);
 		if (has_resource_clients(&d)) {
 			idle_since = now_ms();
 		} else if (d.idle_timeout_s > 0 &&

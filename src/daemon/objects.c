@@ -19,6 +19,7 @@
 #include "core/seqlock.h"
 #include "core/shmlock.h"
 #include "daemon/daemon.h"
+#include "shm/qp_err.h"
 
 #define SR_HANDLE_LIMIT (1u << 18)
 
@@ -1127,4 +1128,45 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 	}
 	if (n)
 		sr_info("client %u (pid %d) gone: reclaimed %u objects", c->id, (int)c->pid, n);
+}
+
+/* ---- timers ---- */
+
+static void daemon_signal(void *arg, uint32_t fd_id)
+{
+	struct sr_obj *f = sr_obj_lookup(arg, SR_OBJ_FD, fd_id);
+	uint64_t one = 1;
+
+	if (f && write(f->u.fd.fd, &one, sizeof(one)) < 0)
+		sr_dbg("signal fd %u: %m", fd_id);
+}
+
+/*
+ * Fails send queues whose RNR or ACK wait has run out, for processes that
+ * are not polling (blocked in ibv_get_cq_event, or busy elsewhere): the
+ * completion and its event must come anyway.  Returns true while any QP
+ * still waits, so the caller keeps ticking often.
+ */
+bool sr_daemon_tick(struct sr_daemon *d)
+{
+	uint64_t now = sr_now_ns();
+	bool waiting = false;
+
+	for (struct sr_client *c = d->clients; c; c = c->next) {
+		for (struct sr_obj *o = c->objs; o; o = o->cnext) {
+			struct sr_qp_shm *qp;
+
+			if (o->kind != SR_OBJ_QP)
+				continue;
+			qp = sr_arena_at(d->arena, o->u.shm.off);
+			if (!atomic_load_explicit(&qp->stalled, memory_order_acquire))
+				continue;
+			if (!sr_qp_check_stall(d->arena, qp, now, 0, daemon_signal, d) &&
+			    atomic_load_explicit(&qp->stalled, memory_order_relaxed) &&
+			    atomic_load_explicit(&qp->stall_deadline_ns, memory_order_relaxed) !=
+				    UINT64_MAX)
+				waiting = true;
+		}
+	}
+	return waiting;
 }

@@ -27,6 +27,30 @@ struct sr_mrmap {
 };
 
 static _Atomic(_Atomic(struct sr_mrmap *) *) sr_maps;
+static _Atomic uint32_t sr_my_pid; /* getpid() is a system call: cached, reset by fork */
+
+static void forget_pid(void)
+{
+	atomic_store_explicit(&sr_my_pid, 0, memory_order_relaxed);
+}
+
+static void watch_fork(void)
+{
+	pthread_atfork(NULL, NULL, forget_pid);
+}
+
+static uint32_t my_pid(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	uint32_t p = atomic_load_explicit(&sr_my_pid, memory_order_relaxed);
+
+	if (!p) {
+		pthread_once(&once, watch_fork);
+		p = (uint32_t)getpid();
+		atomic_store_explicit(&sr_my_pid, p, memory_order_relaxed);
+	}
+	return p;
+}
 static pthread_mutex_t sr_mrmap_lock = PTHREAD_MUTEX_INITIALIZER;
 
 bool sr_key_lookup(void *arena, uint32_t key, struct sr_key_entry *out)
@@ -127,7 +151,7 @@ static char *mr_base(struct sr_context *ctx, const struct sr_key_entry *e)
 	struct sr_mrmap *m, *old;
 	uint32_t idx = sr_key_index(e->key) % SR_MAX_KEYS;
 
-	if (e->owner_pid == (uint32_t)getpid())
+	if (e->owner_pid == my_pid())
 		return (char *)(uintptr_t)e->addr;
 	slots = map_slots();
 	if (!slots)
