@@ -1,0 +1,231 @@
+/*
+ * sr_behave: the runner of softrdma's same-host behaviour suite.
+ *
+ *   sr_behave --list          the test names, one per line
+ *   sr_behave NAME            run one test
+ *
+ * A run starts a private softrdmad (`softrdmad --idle 0` on a unique
+ * SOFTRDMA_SOCKET, with SOFTRDMA_NO_SPAWN=1 so nothing can fall back to a
+ * shared daemon), runs the test in its own process group with a deadline,
+ * kills what is left of that group, stops the daemon by PID, and prints
+ * "NAME: N passed, M failed".  The exit status is 0 only if no check failed,
+ * at least one passed, and every process of the test exited cleanly.
+ *
+ * Environment: SR_BEHAVE_SEED reproduces a run's random choices;
+ * SR_BEHAVE_DAEMON overrides the daemon binary; SR_BEHAVE_TIMEOUT_SCALE
+ * stretches deadlines (sanitizer builds).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "runner.h"
+#include "tests.h"
+
+#ifndef SR_DAEMON_PATH
+#define SR_DAEMON_PATH "softrdmad"
+#endif
+
+#define SR_TABLE_ENTRY(name, timeout) { #name, test_##name, timeout },
+static const struct sr_test sr_tests[] = { SR_TEST_LIST(SR_TABLE_ENTRY) };
+#define SR_NTESTS (sizeof(sr_tests) / sizeof(sr_tests[0]))
+
+static bool daemon_reachable(const char *name)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	socklen_t len;
+	int fd, ok;
+
+	len = offsetof(struct sockaddr_un, sun_path) + 1 +
+	      snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s", name);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	ok = !connect(fd, (struct sockaddr *)&sa, len);
+	close(fd);
+	return ok;
+}
+
+static pid_t start_daemon(const char *sock)
+{
+	const char *path = getenv("SR_BEHAVE_DAEMON");
+	pid_t self = getpid(), pid;
+	int st;
+
+	if (!path || !*path)
+		path = SR_DAEMON_PATH;
+	setenv("SOFTRDMA_SOCKET", sock, 1);
+	setenv("SOFTRDMA_NO_SPAWN", "1", 1);
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != self)
+			_exit(127);
+		execl(path, path, "--idle", "0", (char *)NULL);
+		fprintf(stderr, "exec %s: %s\n", path, strerror(errno));
+		_exit(127);
+	}
+	for (int i = 0; i < 1000; i++) {
+		if (daemon_reachable(sock))
+			return pid;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			fprintf(stderr, "softrdmad exited during start-up (status %#x)\n", st);
+			return -1;
+		}
+		sr_sleep_ms(10);
+	}
+	fprintf(stderr, "softrdmad did not come up\n");
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/* Stops the daemon by PID; false if it had died during the test. */
+static bool stop_daemon(pid_t pid)
+{
+	bool alive = true;
+	int st = 0;
+
+	if (waitpid(pid, &st, WNOHANG) == pid) {
+		alive = false;
+	} else {
+		kill(pid, SIGTERM);
+		for (int i = 0; i < 500; i++) {
+			if (waitpid(pid, &st, WNOHANG) == pid)
+				break;
+			sr_sleep_ms(10);
+			if (i == 499) {
+				fprintf(stderr, "softrdmad ignored SIGTERM: killed\n");
+				kill(pid, SIGKILL);
+				waitpid(pid, &st, 0);
+			}
+		}
+	}
+	if (!alive)
+		fprintf(stderr, "softrdmad died during the test (status %#x)\n", st);
+	else if (!WIFEXITED(st) || WEXITSTATUS(st))
+		fprintf(stderr, "softrdmad exit status %#x after SIGTERM\n", st);
+	return alive;
+}
+
+static uint64_t pick_seed(void)
+{
+	const char *e = getenv("SR_BEHAVE_SEED");
+	struct timespec ts;
+
+	if (e && *e)
+		return strtoull(e, NULL, 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40);
+}
+
+static int run_one(const struct sr_test *t)
+{
+	const char *sc = getenv("SR_BEHAVE_TIMEOUT_SCALE");
+	int timeout_s = t->timeout_s * (sc && atoi(sc) > 0 ? atoi(sc) : 1);
+	uint64_t seed = pick_seed(), start = sr_now_us(), deadline;
+	char sock[96];
+	pid_t daemon, pid;
+	int st = 0;
+	bool timed_out = false, daemon_ok;
+	unsigned long passed, failed;
+
+	sr_counters = mmap(NULL, sizeof(*sr_counters), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sr_counters == MAP_FAILED)
+		return 2;
+	sr_set_seed(seed);
+	printf("# %s: seed %llu (rerun with SR_BEHAVE_SEED=%llu)\n", t->name,
+	       (unsigned long long)seed, (unsigned long long)seed);
+	fflush(stdout);
+
+	snprintf(sock, sizeof(sock), "softrdma-behave-%d-%llx", (int)getpid(),
+		 (unsigned long long)(seed & 0xffffffffu));
+	daemon = start_daemon(sock);
+	if (daemon < 0) {
+		printf("%s: 0 passed, 1 failed (no daemon)\n", t->name);
+		return 1;
+	}
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return 2;
+	if (pid == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		sr_proc_name = t->name;
+		t->fn();
+		fflush(stdout);
+		fflush(stderr);
+		_exit(sr_failed_here() ? 1 : 0);
+	}
+	setpgid(pid, pid);
+	deadline = start + (uint64_t)timeout_s * 1000000u;
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			break;
+		if (sr_now_us() > deadline) {
+			timed_out = true;
+			fprintf(stderr, "%s: TIMEOUT after %d s: killing the test's processes\n",
+				t->name, timeout_s);
+			kill(-pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			break;
+		}
+		sr_sleep_ms(5);
+	}
+	kill(-pid, SIGKILL); /* helpers left behind, if any */
+	daemon_ok = stop_daemon(daemon);
+
+	passed = atomic_load(&sr_counters->passed);
+	failed = atomic_load(&sr_counters->failed);
+	if (timed_out || !daemon_ok || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		if (!timed_out && (!WIFEXITED(st) || WEXITSTATUS(st)) && !failed)
+			fprintf(stderr, "%s: test process ended with status %#x\n", t->name, st);
+		if (!failed)
+			failed = 1;
+	}
+	if (!passed && !failed)
+		failed = 1; /* a test that checked nothing proves nothing */
+	printf("%s: %lu passed, %lu failed (%.2f s)\n", t->name, passed, failed,
+	       (double)(sr_now_us() - start) / 1e6);
+	fflush(stdout);
+	return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "--list")) {
+		for (size_t i = 0; i < SR_NTESTS; i++)
+			printf("%s\n", sr_tests[i].name);
+		return 0;
+	}
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr, "usage: %s --list | TEST\n", argv[0]);
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (size_t i = 0; i < SR_NTESTS; i++)
+		if (!strcmp(argv[1], sr_tests[i].name))
+			return run_one(&sr_tests[i]);
+	fprintf(stderr, "%s: no test named %s (see --list)\n", argv[0], argv[1]);
+	return 2;
+}
