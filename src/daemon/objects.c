@@ -1142,6 +1142,30 @@ static void daemon_signal(void *arg, uint32_t fd_id)
 }
 
 /*
+ * A sender waiting for a receive (RNR) at a responder that no longer
+ * exists would wait forever with rnr_retry = 7; on a fabric its retries
+ * would go unanswered instead, so the wait becomes an ACK timeout
+ * (IBTA 9.7.6.1.3: timeout x (retry_cnt + 1), then RETRY_EXC_ERR).
+ */
+static void responder_gone(struct sr_daemon *d, struct sr_qp_shm *qp, uint64_t now)
+{
+	uint32_t idx = sr_qpn_index(qp->dest_qpn) % SR_MAX_QPS;
+	struct sr_obj *peer = d->qp_by_idx[idx];
+	uint64_t deadline = UINT64_MAX;
+
+	if (atomic_load_explicit(&qp->stalled, memory_order_relaxed) != SR_STALL_RNR ||
+	    (peer && peer->handle == qp->dest_qpn))
+		return;
+	if (sr_shm_trylock(&qp->sq_lock))
+		return; /* its owner is running it: it will see the responder gone itself */
+	if (qp->timeout)
+		deadline = now + (4096ull << qp->timeout) * (qp->retry_cnt + 1ull);
+	atomic_store_explicit(&qp->stall_deadline_ns, deadline, memory_order_relaxed);
+	atomic_store_explicit(&qp->stalled, SR_STALL_NO_ACK, memory_order_release);
+	sr_shm_unlock(&qp->sq_lock);
+}
+
+/*
  * Fails send queues whose RNR or ACK wait has run out, for processes that
  * are not polling (blocked in ibv_get_cq_event, or busy elsewhere): the
  * completion and its event must come anyway.  Returns true while any QP
@@ -1161,6 +1185,7 @@ bool sr_daemon_tick(struct sr_daemon *d)
 			qp = sr_arena_at(d->arena, o->u.shm.off);
 			if (!atomic_load_explicit(&qp->stalled, memory_order_acquire))
 				continue;
+			responder_gone(d, qp, now);
 			if (!sr_qp_check_stall(d->arena, qp, now, 0, daemon_signal, d) &&
 			    atomic_load_explicit(&qp->stalled, memory_order_relaxed) &&
 			    atomic_load_explicit(&qp->stall_deadline_ns, memory_order_relaxed) !=
