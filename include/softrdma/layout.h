@@ -21,10 +21,11 @@
 #define SOFTRDMA_LAYOUT_H
 
 #include <assert.h>
-#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
+
+#include "core/shmlock.h"
 
 #define SR_ARENA_MAGIC 0x534f4654524d4131ull /* "SOFTRMA1" */
 #define SR_ARENA_VERSION 1u
@@ -196,7 +197,7 @@ struct sr_cq_shm {
 	_Atomic uint32_t stall_hint;   /* a QP sending to this CQ waits (RNR/ACK): poll retries it */
 	uint32_t pad;
 	uint64_t ring_off;     /* arena offset of struct sr_cqe[cqe_cnt] */
-	pthread_mutex_t lock;  /* producers; process-shared, robust */
+	struct sr_lock lock;   /* producers (any process) */
 	alignas(SR_CACHELINE) _Atomic uint32_t prod; /* next slot to fill (under lock) */
 	alignas(SR_CACHELINE) _Atomic uint32_t cons; /* next slot to poll (owner) */
 };
@@ -212,7 +213,7 @@ struct sr_srq_shm {
 	_Atomic uint32_t async_events; /* bits (1 << enum ibv_event_type) pending for the owner */
 	_Atomic uint32_t rnr_waiting;  /* a sender waits (RNR) for a receive on this SRQ */
 	uint32_t pad;
-	pthread_mutex_t lock;   /* consumers (executors) and producers */
+	struct sr_lock lock;    /* consumers (executors) and producers */
 	struct sr_wq rq;
 };
 
@@ -247,8 +248,8 @@ struct sr_qp_shm {
 	uint8_t alt_ah_attr[32];
 	uint32_t alt_port_num, alt_pkey_index, alt_timeout, path_mig_state;
 	/* data path */
-	pthread_mutex_t sq_lock; /* post_send and the SQ executor */
-	pthread_mutex_t rq_lock; /* post_recv and consumers of the RQ */
+	struct sr_lock sq_lock;  /* post_send and the SQ executor */
+	struct sr_lock rq_lock;  /* post_recv and consumers of the RQ */
 	_Atomic uint32_t async_events; /* bits (1 << enum ibv_event_type) pending for the owner */
 	_Atomic uint32_t stalled;     /* SQ head waits: enum sr_stall */
 	_Atomic uint32_t rnr_waiting; /* a sender waits (RNR) for a receive on this QP's RQ */

@@ -436,7 +436,7 @@ static int do_create_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 	cq->handle = o->handle;
 	cq->owner_pid = c->pid;
 	cq->ring_off = off + ring;
-	ret = sr_shm_mutex_init(&cq->lock);
+	ret = sr_shm_lock_init(&cq->lock);
 	if (ret)
 		sr_warn("cq mutex init: %d", ret);
 	rep->handle = o->handle;
@@ -576,7 +576,7 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	srq->owner_pid = c->pid;
 	srq->async_fd_id = req->u.srq.async_fd_id;
 	srq->user_handle = req->u.srq.user_handle;
-	sr_shm_mutex_init(&srq->lock);
+	sr_shm_lock_init(&srq->lock);
 	wq_init(&srq->rq, max_wr, sge, 0, stride, off + hdr);
 	srq->rq.limit = req->u.srq.srq_limit;
 	atomic_store_explicit(&srq->limit_armed, srq->rq.limit != 0, memory_order_relaxed);
@@ -701,8 +701,8 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	qp->recv_cq_off = rcq->u.shm.off;
 	qp->srq_off = srq ? srq->u.shm.off : 0;
 	qp->port_num = 1;
-	sr_shm_mutex_init(&qp->sq_lock);
-	sr_shm_mutex_init(&qp->rq_lock);
+	sr_shm_lock_init(&qp->sq_lock);
+	sr_shm_lock_init(&qp->rq_lock);
 	wq_init(&qp->sq, scnt, cap.max_send_sge, sstride - sizeof(struct sr_send_wqe), sstride,
 		off + hdr);
 	if (!srq)

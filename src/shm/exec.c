@@ -154,7 +154,7 @@ static enum sr_key_result gather(struct xfer *x, struct seg *src, unsigned *ns, 
 /* ---- the responder's receive queue ---- */
 
 struct rq_ref {
-	pthread_mutex_t *lock;
+	struct sr_lock *lock;
 	struct sr_wq *wq;
 	struct sr_srq_shm *srq;
 	_Atomic uint32_t *waiting;

@@ -1,0 +1,84 @@
+/*
+ * Slow paths of the arena locks (see shmlock.h): thread ids, and waiting
+ * for a held lock, taking it over if its holder has died.
+ */
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/shmlock.h"
+
+static __thread uint32_t sr_tid;
+
+static void forget_tid(void)
+{
+	sr_tid = 0; /* runs in the fork child's only thread */
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, forget_tid);
+}
+
+uint32_t sr_thread_id(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	if (__builtin_expect(sr_tid == 0, 0)) {
+		pthread_once(&once, register_atfork);
+		sr_tid = (uint32_t)syscall(SYS_gettid);
+	}
+	return sr_tid;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* A thread id that no longer exists: its process died holding the lock. */
+static int holder_dead(uint32_t tid)
+{
+	return kill((pid_t)tid, 0) != 0 && errno == ESRCH;
+}
+
+void sr_shm_lock_slow(struct sr_lock *l, uint32_t me)
+{
+	uint64_t next_check = 0;
+
+	for (unsigned spins = 0;; spins++) {
+		uint32_t h = atomic_load_explicit(&l->holder, memory_order_relaxed);
+
+		if (h == 0) {
+			if (atomic_compare_exchange_weak_explicit(&l->holder, &h, me,
+								  memory_order_acquire,
+								  memory_order_relaxed))
+				return;
+			continue;
+		}
+		if (spins < 256) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		/* two cores: a preempted holder needs the CPU we would spin on */
+		sched_yield();
+		if ((spins & 63) == 0) {
+			uint64_t t = now_ns();
+
+			if (!next_check) {
+				next_check = t + 5000000;
+			} else if (t >= next_check) {
+				next_check = t + 5000000;
+				if (holder_dead(h) &&
+				    atomic_compare_exchange_strong_explicit(&l->holder, &h, me,
+									    memory_order_acquire,
+									    memory_order_relaxed))
+					return;
+			}
+		}
+	}
+}
