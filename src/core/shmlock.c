@@ -9,7 +9,8 @@
 
 #include "core/shmlock.h"
 
-static __thread uint32_t sr_tid;
+/* initial-exec: no __tls_get_addr call on the data path */
+static __thread uint32_t sr_tid __attribute__((tls_model("initial-exec")));
 
 static void forget_tid(void)
 {
