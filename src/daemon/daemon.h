@@ -102,9 +102,11 @@ int sr_heap_init(struct sr_daemon *d, uint64_t size);
 uint64_t sr_heap_alloc(struct sr_daemon *d, uint64_t size, uint64_t *got);
 void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size);
 uint64_t sr_heap_used(void);
+void sr_heap_fini(struct sr_daemon *d);
 
 /* objects.c: request handlers and teardown */
 int sr_objects_init(struct sr_daemon *d);
+void sr_objects_fini(struct sr_daemon *d);
 void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 		       int *fds, int nfds);
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);

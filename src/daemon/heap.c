@@ -130,3 +130,13 @@ uint64_t sr_heap_used(void)
 {
 	return sr_heap_inuse;
 }
+
+void sr_heap_fini(struct sr_daemon *d)
+{
+	for (unsigned c = 0; c < SR_HEAP_CLASSES; c++) {
+		free(sr_free[c].offs);
+		sr_free[c] = (struct sr_freelist){ 0 };
+	}
+	munmap(d->arena, d->arena_size);
+	close(d->arena_fd);
+}

@@ -240,6 +240,8 @@ int main(int argc, char **argv)
 	while (d.clients)
 		drop_client(&d, d.clients);
 	close(d.listen_fd);
+	sr_objects_fini(&d);
+	sr_heap_fini(&d);
 	free(pfd);
 	free(who);
 	return 0;

@@ -1195,3 +1195,20 @@ bool sr_daemon_tick(struct sr_daemon *d)
 	}
 	return waiting;
 }
+
+void sr_objects_fini(struct sr_daemon *d)
+{
+	for (int k = 0; k < SR_OBJ_KINDS; k++) {
+		if (d->by_handle[k]) {
+			sr_idalloc_fini(&d->ids[k]);
+			free(d->by_handle[k]);
+			d->by_handle[k] = NULL;
+		}
+	}
+	sr_idalloc_fini(&d->qpn_ids);
+	sr_idalloc_fini(&d->srqn_ids);
+	sr_idalloc_fini(&d->key_ids);
+	free(d->qp_by_idx);
+	free(d->srq_by_idx);
+	free(d->key_by_idx);
+}

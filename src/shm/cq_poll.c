@@ -8,6 +8,8 @@
  * retried, and failed once their RNR or ACK deadline has passed.
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/shmlock.h"
@@ -17,20 +19,39 @@
 
 static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 {
-	struct sr_qp_shm *stalled[16];
-	unsigned n = 0;
+	/* Every stalled QP of this CQ, however many: a fixed cap (it was 16)
+	 * left the others unretried once the first ones got through, so they
+	 * failed with RETRY_EXC_ERR although their responder had become ready
+	 * (behaviour test many_stalled_qps). */
+	struct sr_qp_shm *local[16], **stalled = local;
+	unsigned n = 0, cap = 16;
 	uint64_t now;
 
 	if (!atomic_load_explicit(&cq->shm->stall_hint, memory_order_acquire))
 		return;
 	atomic_store_explicit(&cq->shm->stall_hint, 0, memory_order_relaxed);
 	pthread_mutex_lock(&ctx->lock);
-	for (struct sr_list *l = ctx->qps.next; l != &ctx->qps && n < 16; l = l->next) {
+	for (struct sr_list *l = ctx->qps.next; l != &ctx->qps; l = l->next) {
 		struct sr_qp *qp = container_of(l, struct sr_qp, link);
 
-		if (qp->qpx.qp_base.send_cq == ibv_cq_ex_to_cq(&cq->cq) &&
-		    atomic_load_explicit(&qp->shm->stalled, memory_order_relaxed))
-			stalled[n++] = qp->shm;
+		if (qp->qpx.qp_base.send_cq != ibv_cq_ex_to_cq(&cq->cq) ||
+		    !atomic_load_explicit(&qp->shm->stalled, memory_order_relaxed))
+			continue;
+		if (n == cap) {
+			struct sr_qp_shm **more = malloc(2 * cap * sizeof(*more));
+
+			if (!more) {
+				/* retry the ones we have; the rest next time */
+				atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
+				break;
+			}
+			memcpy(more, stalled, n * sizeof(*more));
+			if (stalled != local)
+				free(stalled);
+			stalled = more;
+			cap *= 2;
+		}
+		stalled[n++] = qp->shm;
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	now = sr_now_ns();
@@ -46,6 +67,8 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 		if (atomic_load_explicit(&q->stalled, memory_order_relaxed))
 			atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
 	}
+	if (stalled != local)
+		free(stalled);
 }
 
 static inline struct sr_cqe *next_cqe(struct sr_context *ctx, struct sr_cq_shm *s, uint32_t cons)

@@ -627,7 +627,7 @@ static enum xres exec_one(struct xfer *x)
 
 static void responder_to_error(struct sr_context *ctx, struct sr_qp_shm *t)
 {
-	atomic_store_explicit(&t->state, IBV_QPS_ERR, memory_order_release);
+	sr_qp_to_error(t, sr_signal_fd, ctx);
 	sr_rq_flush(ctx->arena, t, sr_signal_fd, ctx);
 	/* its own SQ is flushed by whoever runs it next (exec sees ERR) */
 	if (!sr_shm_trylock(&t->sq_lock)) {
@@ -700,24 +700,29 @@ int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
 				goto fail_stalled;
 			break;
 		}
-		/* X_ERR: complete in error, QP to ERR, flush (C10-32) */
+		/* X_ERR: QP to ERR, complete in error, flush (C10-32).  The state
+		 * goes first: whoever sees the error completion (another thread, or
+		 * the owner when a peer's process ran this) must find the QP in ERR,
+		 * as after an HCA's error CQE; so must the responder's (the NAK
+		 * comes from a responder already in error). */
 		atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
-		sr_sq_complete_head(ctx->arena, qp, x.status, 0, sr_signal_fd, ctx);
-		atomic_store_explicit(&qp->state, IBV_QPS_ERR, memory_order_release);
-		sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
+		sr_qp_to_error(qp, sr_signal_fd, ctx);
 		if (x.responder_err && x.qp->type == IBV_QPT_RC)
 			responder_to_error(ctx, x.responder_err);
+		sr_sq_complete_head(ctx->arena, qp, x.status, 0, sr_signal_fd, ctx);
+		sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
 		sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
 		break;
 	}
 	return done;
 
 fail_stalled:
+	/* the state before the completion, as above */
+	sr_qp_to_error(qp, sr_signal_fd, ctx);
 	sr_sq_complete_head(ctx->arena, qp,
 			    atomic_load_explicit(&qp->stalled, memory_order_acquire) == SR_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR
 								      : IBV_WC_RETRY_EXC_ERR,
 			    0, sr_signal_fd, ctx);
-	atomic_store_explicit(&qp->state, IBV_QPS_ERR, memory_order_release);
 	sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
 	sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
 	return done;

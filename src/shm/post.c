@@ -9,6 +9,7 @@
  * everything else completes with a status.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/shmlock.h"
@@ -302,20 +303,39 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 	sr_shm_unlock(&s->lock);
 	if (atomic_load_explicit(&s->rnr_waiting, memory_order_relaxed) &&
 	    atomic_exchange(&s->rnr_waiting, 0)) {
-		/* wake the senders of every RC QP fed by this SRQ */
-		uint32_t peers[64];
-		unsigned n = 0;
+		/* wake the senders of every RC QP fed by this SRQ, however many: a
+		 * fixed cap (it was 64) left the senders of the other QPs waiting
+		 * for good under rnr_retry 7 (behaviour test srq_many_waiting) */
+		uint32_t local[64], *peers = local;
+		unsigned n = 0, cap = 64;
 
 		pthread_mutex_lock(&ctx->lock);
-		for (struct sr_list *l = ctx->qps.next; l != &ctx->qps && n < 64; l = l->next) {
+		for (struct sr_list *l = ctx->qps.next; l != &ctx->qps; l = l->next) {
 			struct sr_qp *q = container_of(l, struct sr_qp, link);
 
-			if (q->qpx.qp_base.srq == ibsrq && q->shm->type == IBV_QPT_RC)
-				peers[n++] = q->shm->dest_qpn;
+			if (q->qpx.qp_base.srq != ibsrq || q->shm->type != IBV_QPT_RC)
+				continue;
+			if (n == cap) {
+				uint32_t *more = malloc(2 * cap * sizeof(*more));
+
+				if (!more) {
+					/* the next post wakes the rest */
+					atomic_store(&s->rnr_waiting, 1);
+					break;
+				}
+				memcpy(more, peers, n * sizeof(*more));
+				if (peers != local)
+					free(peers);
+				peers = more;
+				cap *= 2;
+			}
+			peers[n++] = q->shm->dest_qpn;
 		}
 		pthread_mutex_unlock(&ctx->lock);
 		for (unsigned i = 0; i < n; i++)
 			sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, peers[i]));
+		if (peers != local)
+			free(peers);
 	}
 	return ret;
 }

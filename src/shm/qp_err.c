@@ -61,6 +61,17 @@ static void push_send_cqe(void *arena, struct sr_qp_shm *qp, const struct sr_sen
 	sr_cq_push(arena, sr_arena_ptr(arena, qp->send_cq_off), &e, false, signal, arg);
 }
 
+void sr_qp_to_error(struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg)
+{
+	/* it was a plain store: an SRQ consumer whose QP failed on the data path
+	 * (remote access error as responder, failed WR as requester, retries
+	 * exhausted) never heard Last WQE Reached (behaviour test srq_last_wqe) */
+	if (atomic_exchange_explicit(&qp->state, IBV_QPS_ERR, memory_order_acq_rel) != IBV_QPS_ERR &&
+	    qp->srqn)
+		sr_async_set(&qp->async_events, IBV_EVENT_QP_LAST_WQE_REACHED, qp->async_fd_id,
+			     signal, arg);
+}
+
 void sr_sq_complete_head(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status status,
 			 uint32_t byte_len, sr_signal_fn *signal, void *arg)
 {
@@ -124,11 +135,15 @@ int sr_qp_check_stall(void *arena, struct sr_qp_shm *qp, uint64_t now, int block
 		sr_shm_unlock(&qp->sq_lock);
 		return 0;
 	}
-	/* C9-143 (RNR retries exhausted) / C9-140 (transport retries exhausted) */
+	/* C9-143 (RNR retries exhausted) / C9-140 (transport retries exhausted).
+	 * The QP is in ERR before its error completion can be seen: the owner,
+	 * woken by the completion (the daemon runs this too), may query at once
+	 * (it was set after: behaviour test err_peer_killed_waiting found the
+	 * QP still in RTS after taking the RETRY_EXC_ERR completion). */
+	sr_qp_to_error(qp, signal, arg);
 	sr_sq_complete_head(arena, qp,
 			    why == SR_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_RETRY_EXC_ERR,
 			    0, signal, arg);
-	atomic_store_explicit(&qp->state, IBV_QPS_ERR, memory_order_release);
 	sr_sq_flush_locked(arena, qp, signal, arg);
 	sr_shm_unlock(&qp->sq_lock);
 	sr_rq_flush(arena, qp, signal, arg);

@@ -28,6 +28,11 @@ static inline struct sr_recv_wqe *sr_rq_wqe(void *arena, const struct sr_wq *wq,
 uint64_t sr_now_ns(void);
 enum ibv_wc_opcode sr_wc_opcode(uint8_t wr_opcode);
 
+/* Moves a QP to ERR from the data path.  A QP on an SRQ then reports the
+ * affiliated event Last WQE Reached (IBTA 11.6.3), as it does when the
+ * application moves it there (ibv_modify_qp); only on the transition. */
+void sr_qp_to_error(struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg);
+
 /* Completes the SQ head WQE (caller holds sq_lock) with `status`, advancing
  * exec_pos and the SQ tail.  Success completions only when signaled. */
 void sr_sq_complete_head(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status status,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shm/exec.h"
 #include "verbs/internal.h"
 
 #define SR_SEND_OPS_SUPPORTED                                                                    \
@@ -199,11 +200,13 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	struct sr_context *ctx;
 	struct sr_req req;
 	struct sr_rep rep;
+	uint32_t was;
 	int ret;
 
 	if (!qp || !attr)
 		return EINVAL;
 	ctx = to_sctx(qp->context);
+	was = atomic_load_explicit(&to_sqp(qp)->shm->state, memory_order_acquire);
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_MODIFY_QP;
 	req.handle = qp->qp_num;
@@ -213,8 +216,24 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	if (ret)
 		return -ret;
 	qp->state = rep.u.modify_qp.state;
-	if (qp->state == IBV_QPS_ERR)
+	if (qp->state == IBV_QPS_ERR) {
 		sr_qp_flush(ctx, to_sqp(qp));
+		/* A QP on an SRQ that enters the error state reports the
+		 * affiliated event Last WQE Reached (IBTA vol. 1, 10.2.9 and
+		 * 11.6.3); consumers (NVMe-oF targets, MPI) wait for it before
+		 * destroying the QP.  The flush above took nothing from the
+		 * SRQ, so it is reached now.  Once per entry into ERR: the data
+		 * path reports it when it moves the QP there itself. */
+		if (qp->srq && was != IBV_QPS_ERR)
+			sr_async_raise(ctx, &to_sqp(qp)->shm->async_events,
+				       IBV_EVENT_QP_LAST_WQE_REACHED, ctx->async_fd_id);
+	}
+	/* A connected peer may already be sending to us and waiting for the
+	 * ACK an HCA would give on its next retry: now that we can receive,
+	 * run it (its owner may be blocked in ibv_get_cq_event). */
+	if ((qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) && qp->qp_type != IBV_QPT_UD &&
+	    was != qp->state)
+		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, to_sqp(qp)->shm->dest_qpn));
 	return 0;
 }
 

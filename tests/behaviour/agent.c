@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
 
@@ -59,11 +60,12 @@ static int sges_from(struct agent_state *s, const struct ag_piece *pc, uint32_t 
 		struct vbuf *b = mr_at(s, pc[i].mr);
 		char *p = range(s, pc[i].mr, (int64_t)pc[i].off, pc[i].len);
 
-		if (!b || !p || !b->mr)
+		if (!b || !p)
 			return -EINVAL;
 		sge[i].addr = (uintptr_t)p;
 		sge[i].length = pc[i].len;
-		sge[i].lkey = b->mr->lkey;
+		/* a deregistered region goes out with an invalid key (error tests) */
+		sge[i].lkey = b->mr ? b->mr->lkey : 0xdeadbeef;
 	}
 	return 0;
 }
@@ -211,6 +213,19 @@ static int64_t do_atomic_loop(struct agent_state *s, const struct ag_req *rq, st
 	vbuf_free(&buf);
 	rp->a[0] = (int64_t)errors;
 	rp->len = (uint32_t)(done * 8);
+	return 0;
+}
+
+static int64_t do_ud_loop(struct agent_state *s, const struct ag_req *rq, struct ag_rep *rp)
+{
+	struct ibv_qp *qp = rq->a[0] >= 0 && rq->a[0] < s->nqp ? s->qp[rq->a[0]] : NULL;
+	struct ibv_cq *cq = rq->a[1] >= 0 && rq->a[1] < s->ncq ? s->cq[rq->a[1]] : NULL;
+
+	if (!qp || !cq || rq->len != 16)
+		return -EINVAL;
+	rp->a[0] = ud_send_loop(&s->d, qp, cq, ah_for(s, (const uint8_t *)s->in),
+				(uint32_t)rq->a[3], (uint32_t)rq->a[4], (uint64_t)rq->a[5],
+				(int)rq->a[2]);
 	return 0;
 }
 
@@ -542,6 +557,8 @@ static int64_t handle(struct agent_state *s, const struct ag_req *rq, struct ag_
 	}
 	case AG_ATOMIC_LOOP:
 		return do_atomic_loop(s, rq, rp);
+	case AG_UD_SEND_LOOP:
+		return do_ud_loop(s, rq, rp);
 	default:
 		return -ENOSYS;
 	}
@@ -658,9 +675,17 @@ int ag_cq(struct agent *ag, int cqe, int channel)
 struct ag_qp ag_qp_create(struct agent *ag, enum ibv_qp_type type, int scq, int rcq, int srq,
 			  int sig_all, int pd)
 {
+	const uint32_t caps[5] = { 64, 64, (uint32_t)ag->max_sge, (uint32_t)ag->max_sge, 256 };
+
+	return ag_qp_create_caps(ag, type, scq, rcq, srq, sig_all, pd, caps);
+}
+
+struct ag_qp ag_qp_create_caps(struct agent *ag, enum ibv_qp_type type, int scq, int rcq,
+			       int srq, int sig_all, int pd, const uint32_t caps[5])
+{
 	struct ag_req rq = { .op = AG_QP_CREATE,
-			     .a = { type, scq, rcq, srq, sig_all, 64, 64, ag->max_sge,
-				    ag->max_sge, 256, pd } };
+			     .a = { type, scq, rcq, srq, sig_all, caps[0], caps[1], caps[2],
+				    caps[3], caps[4], pd } };
 	struct ag_rep rp;
 	struct ag_qp q;
 

@@ -54,6 +54,8 @@ enum ag_op {
 	AG_MCAST,         /* a0 qp, a1 attach; payload: GID */
 	AG_ATOMIC_LOOP,   /* a0 qp, a1 cq, a2 raddr, a3 rkey, a4 count, a5 op (0 FAA, 1 CAS
 			     increment), a6 batch -> a0 errors; payload: returned values */
+	AG_UD_SEND_LOOP,  /* a0 qp, a1 cq, a2 count, a3 dest qpn, a4 qkey, a5 tag; payload: dest
+			     GID (see ud_send_loop) -> a0 errors */
 	AG_EXIT,
 };
 
@@ -122,6 +124,9 @@ struct ag_qp {
 };
 struct ag_qp ag_qp_create(struct agent *ag, enum ibv_qp_type type, int scq, int rcq, int srq,
 			  int sig_all, int pd);
+/* With explicit queue sizes: {send_wr, recv_wr, send_sge, recv_sge, inline}. */
+struct ag_qp ag_qp_create_caps(struct agent *ag, enum ibv_qp_type type, int scq, int rcq,
+			       int srq, int sig_all, int pd, const uint32_t caps[5]);
 void ag_qp_connect(struct agent *ag, int qp, uint32_t lpsn, uint32_t rqpn, uint32_t rpsn,
 		   const union ibv_gid *rgid, const struct conn *c);
 int ag_qp_state(struct agent *ag, int qp);

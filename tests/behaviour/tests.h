@@ -12,8 +12,12 @@
 	X(ud_ops, 60)                                                                             \
 	X(inline_send, 60)                                                                        \
 	X(unsignaled, 60)                                                                         \
+	X(post_errors, 60)                                                                        \
+	X(unreliable_drops, 60)                                                                   \
 	X(srq_many_qps, 60)                                                                       \
 	X(srq_limit, 60)                                                                          \
+	X(srq_last_wqe, 60)                                                                       \
+	X(mr_overlap, 60)                                                                         \
 	X(mw_type1, 60)                                                                           \
 	X(mw_type2, 60)                                                                           \
 	X(ud_mcast, 60)                                                                           \
@@ -24,13 +28,21 @@
 	X(err_rnr_infinite, 60)                                                                   \
 	X(err_flush, 60)                                                                          \
 	X(err_peer_killed, 60)                                                                    \
+	X(err_peer_killed_waiting, 60)                                                            \
 	X(onesided_target_stopped, 60)                                                            \
 	X(atomic_faa_4proc, 120)                                                                  \
 	X(atomic_cas_2proc, 120)                                                                  \
 	X(cq_event_blocking, 60)                                                                  \
 	X(comp_channel_fd, 60)                                                                    \
+	X(cq_overflow, 60)                                                                        \
+	X(progress_peer_not_ready, 60)                                                            \
+	X(progress_peer_not_ready_blocked, 60)                                                    \
+	X(progress_rnr_blocked, 60)                                                               \
 	X(many_qps, 180)                                                                          \
 	X(threads_write, 120)                                                                     \
+	X(ud_many_to_one, 60)                                                                     \
+	X(many_stalled_qps, 60)                                                                   \
+	X(srq_many_waiting, 60)                                                                   \
 	X(qp_ex_api, 60)                                                                          \
 	X(cq_ex_api, 60)
 

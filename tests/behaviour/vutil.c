@@ -270,6 +270,38 @@ struct ibv_ah *vah_create(struct vdev *d, const union ibv_gid *dgid)
 	return ah;
 }
 
+int ud_send_loop(struct vdev *d, struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_ah *ah,
+		 uint32_t qpn, uint32_t qkey, uint64_t tag, int count)
+{
+	struct vbuf buf;
+	int errors = 0;
+
+	vbuf_reg(d, &buf, 256, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
+	for (int k = 0; k < count; k++) {
+		uint64_t hdr = tag << 32 | (uint64_t)k;
+		struct ibv_sge sge = { (uintptr_t)buf.p, UD_LEN(k), buf.mr->lkey };
+		struct ibv_send_wr wr, *bad;
+		struct ibv_wc wc;
+
+		memcpy(buf.p, &hdr, 8);
+		pat_fill(buf.p + 8, UD_LEN(k) - 8, UD_STREAM(tag, k), 0);
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = (uint64_t)k;
+		wr.opcode = IBV_WR_SEND;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = qpn;
+		wr.wr.ud.remote_qkey = qkey;
+		if (ibv_post_send(qp, &wr, &bad) || vpoll(cq, &wc, 1, 10000) != 1 ||
+		    wc.status != IBV_WC_SUCCESS)
+			errors++;
+	}
+	vbuf_free(&buf);
+	return errors;
+}
+
 /* ---- layouts ---- */
 
 static int cmp_u64(const void *a, const void *b)

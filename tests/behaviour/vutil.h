@@ -84,6 +84,14 @@ int vpoll_none(struct ibv_cq *cq, int ms);
 
 struct ibv_ah *vah_create(struct vdev *d, const union ibv_gid *dgid);
 
+/* Sends `count` datagrams: datagram k holds 8 bytes (tag << 32 | k), then
+ * data stream UD_STREAM(tag, k), UD_LEN(k) bytes in all.  Returns the number
+ * of sends that failed. */
+#define UD_STREAM(tag, k) (1000u + (uint64_t)(tag) * 100000u + (uint64_t)(k))
+#define UD_LEN(k) (8u + (uint32_t)((k) % 200))
+int ud_send_loop(struct vdev *d, struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_ah *ah,
+		 uint32_t qpn, uint32_t qkey, uint64_t tag, int count);
+
 /* ---- random scatter/gather layouts ---- */
 
 #define LAYOUT_MAX 32
