@@ -181,6 +181,9 @@ err_free:
 	return NULL;
 }
 
+/* mr.c: drops the context's memfd registrations of shared MR backings */
+void sr_mr_context_closing(struct sr_context *ctx);
+
 int ibv_close_device(struct ibv_context *context)
 {
 	struct sr_context *ctx;
@@ -188,6 +191,9 @@ int ibv_close_device(struct ibv_context *context)
 	if (!context)
 		return EINVAL;
 	ctx = to_sctx(context);
+	/* backings outlive the context when another context's MRs share them:
+	 * they must not keep its (soon freed) pointer */
+	sr_mr_context_closing(ctx);
 	/* closing the socket makes the daemon reclaim whatever is left */
 	close(ctx->sock);
 	close(context->async_fd);

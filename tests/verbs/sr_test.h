@@ -22,6 +22,7 @@
 #define SR_TEST_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,8 +37,8 @@ struct sr_test_case {
 	const char *known_bug; /* NULL, or what is wrong and where */
 };
 
-#define SR_TEST(n) { #n, test_##n, NULL },
-#define SR_TEST_KNOWN_BUG(n, why) { #n, test_##n, why },
+#define SR_TEST(n)		  {#n, test_##n, NULL},
+#define SR_TEST_KNOWN_BUG(n, why) {#n, test_##n, why},
 
 struct sr_test_counts {
 	unsigned passed, failed, xfailed;
@@ -46,20 +47,30 @@ struct sr_test_counts {
 static struct sr_test_counts sr_cnt;
 static bool sr_in_known_bug;
 
+#define SR_ERRNO(x)                                                                                \
+	{                                                                                          \
+		x, #x                                                                              \
+	}
+static const struct {
+	int e;
+	const char *name;
+} sr_errnos[] = {
+    SR_ERRNO(0),	 SR_ERRNO(EPERM),	    SR_ERRNO(ENOENT), SR_ERRNO(EINTR),
+    SR_ERRNO(EIO),	 SR_ERRNO(EBADF),	    SR_ERRNO(EAGAIN), SR_ERRNO(ENOMEM),
+    SR_ERRNO(EACCES),	 SR_ERRNO(EFAULT),	    SR_ERRNO(EBUSY),  SR_ERRNO(EEXIST),
+    SR_ERRNO(ENODEV),	 SR_ERRNO(EINVAL),	    SR_ERRNO(ENOSPC), SR_ERRNO(ERANGE),
+    SR_ERRNO(ENOSYS),	 SR_ERRNO(ENODATA),	    SR_ERRNO(EPROTO), SR_ERRNO(EOPNOTSUPP),
+    SR_ERRNO(ETIMEDOUT), SR_ERRNO(EPROTONOSUPPORT),
+};
+#undef SR_ERRNO
+
 static const char *sr_errno_name(int e)
 {
 	static char buf[32];
 
-	switch (e) {
-#define E(x)                                                                                    \
-	case x:                                                                                 \
-		return #x;
-		E(0)
-		E(EPERM) E(ENOENT) E(EINTR) E(EIO) E(EBADF) E(EAGAIN) E(ENOMEM) E(EACCES)
-		E(EFAULT) E(EBUSY) E(EEXIST) E(ENODEV) E(EINVAL) E(ENOSPC) E(ERANGE) E(ENOSYS)
-		E(ENODATA) E(EPROTO) E(EOPNOTSUPP) E(EPROTONOSUPPORT) E(ETIMEDOUT)
-#undef E
-	}
+	for (size_t i = 0; i < sizeof(sr_errnos) / sizeof(sr_errnos[0]); i++)
+		if (sr_errnos[i].e == e)
+			return sr_errnos[i].name;
 	snprintf(buf, sizeof(buf), "errno %d", e);
 	return buf;
 }
@@ -87,8 +98,8 @@ static inline bool sr_check(bool ok, const char *file, int line, const char *exp
 	return ok;
 }
 
-static inline bool sr_check_ll(bool ok, const char *file, int line, const char *op,
-			       const char *ea, const char *eb, long long a, long long b)
+static inline bool sr_check_ll(bool ok, const char *file, int line, const char *op, const char *ea,
+			       const char *eb, long long a, long long b)
 {
 	if (!sr_report(ok, file, line))
 		printf("%s %s %s: %lld (0x%llx) vs %lld (0x%llx)\n", ea, op, eb, a,
@@ -107,53 +118,52 @@ static inline bool sr_check_errno(bool ok, const char *file, int line, const cha
 }
 
 #define CHECK(c) sr_check(!!(c), __FILE__, __LINE__, #c)
-#define CHECK_OP_(a, op, b)                                                                     \
-	({                                                                                      \
-		long long a_ = (long long)(a), b_ = (long long)(b);                             \
-		sr_check_ll(a_ op b_, __FILE__, __LINE__, #op, #a, #b, a_, b_);                 \
+#define CHECK_OP_(a, op, b)                                                                        \
+	({                                                                                         \
+		long long a_ = (long long)(a), b_ = (long long)(b);                                \
+		sr_check_ll(a_ op b_, __FILE__, __LINE__, #op, #a, #b, a_, b_);                    \
 	})
-#define CHECK_EQ(a, b) CHECK_OP_(a, ==, b)
-#define CHECK_NE(a, b) CHECK_OP_(a, !=, b)
-#define CHECK_GE(a, b) CHECK_OP_(a, >=, b)
-#define CHECK_LE(a, b) CHECK_OP_(a, <=, b)
-#define CHECK_GT(a, b) CHECK_OP_(a, >, b)
-#define CHECK_LT(a, b) CHECK_OP_(a, <, b)
+#define CHECK_EQ(a, b)	  CHECK_OP_(a, ==, b)
+#define CHECK_NE(a, b)	  CHECK_OP_(a, !=, b)
+#define CHECK_GE(a, b)	  CHECK_OP_(a, >=, b)
+#define CHECK_LE(a, b)	  CHECK_OP_(a, <=, b)
+#define CHECK_GT(a, b)	  CHECK_OP_(a, >, b)
+#define CHECK_LT(a, b)	  CHECK_OP_(a, <, b)
 #define CHECK_NOT_NULL(p) sr_check((p) != NULL, __FILE__, __LINE__, #p " != NULL")
 
 /* An int-returning verb that returns 0 or an errno value (ibv_modify_qp...). */
-#define CHECK_RET(expr, want)                                                                   \
-	({                                                                                      \
-		int r_ = (expr);                                                                \
-		sr_check_errno(r_ == (want), __FILE__, __LINE__, #expr, r_, want);              \
+#define CHECK_RET(expr, want)                                                                      \
+	({                                                                                         \
+		int r_ = (expr);                                                                   \
+		sr_check_errno(r_ == (want), __FILE__, __LINE__, #expr, r_, want);                 \
 	})
 /* A verb that returns -1 (or a negative value) and sets errno. */
-#define CHECK_NEG_ERRNO(expr, want)                                                             \
-	({                                                                                      \
-		errno = 0;                                                                      \
-		long long r_ = (long long)(expr);                                               \
-		int e_ = errno;                                                                 \
-		bool ok_ = r_ < 0 && e_ == (want);                                              \
-		sr_check_errno(ok_, __FILE__, __LINE__, #expr, r_ < 0 ? e_ : 0, want);          \
+#define CHECK_NEG_ERRNO(expr, want)                                                                \
+	({                                                                                         \
+		errno = 0;                                                                         \
+		long long r_ = (long long)(expr);                                                  \
+		int e_ = errno;                                                                    \
+		bool ok_ = r_ < 0 && e_ == (want);                                                 \
+		sr_check_errno(ok_, __FILE__, __LINE__, #expr, r_ < 0 ? e_ : 0, want);             \
 	})
 /* A create verb that returns NULL and sets errno; a surprise object is
  * returned so the caller can release it. */
-#define CHECK_NULL_ERRNO(expr, want)                                                            \
-	({                                                                                      \
-		errno = 0;                                                                      \
-		void *p_ = (void *)(expr);                                                      \
-		int e_ = errno;                                                                 \
-		sr_check_errno(!p_ && e_ == (want), __FILE__, __LINE__, #expr, p_ ? 0 : e_,     \
-			       want);                                                           \
-		p_;                                                                             \
+#define CHECK_NULL_ERRNO(expr, want)                                                               \
+	({                                                                                         \
+		errno = 0;                                                                         \
+		void *p_ = (void *)(expr);                                                         \
+		int e_ = errno;                                                                    \
+		sr_check_errno(!p_ && e_ == (want), __FILE__, __LINE__, #expr, p_ ? 0 : e_, want); \
+		p_;                                                                                \
 	})
 
 /* Fatal: the rest of the test cannot run without it. */
-#define REQUIRE(c)                                                                              \
-	do {                                                                                    \
-		if (!CHECK(c)) {                                                                \
-			printf("  (stopping this test)\n");                                     \
-			sr_test_finish();                                                       \
-		}                                                                               \
+#define REQUIRE(c)                                                                                 \
+	do {                                                                                       \
+		if (!CHECK(c)) {                                                                   \
+			printf("  (stopping this test)\n");                                        \
+			sr_test_finish();                                                          \
+		}                                                                                  \
 	} while (0)
 
 static int sr_report_fd = -1;
@@ -169,7 +179,7 @@ static void __attribute__((noreturn)) sr_test_finish(void)
 /* Runs one test in a child; adds its counts to *total; returns true if it passed. */
 static bool sr_run_one(const struct sr_test_case *t, struct sr_test_counts *total, unsigned tmo)
 {
-	struct sr_test_counts c = { 0, 0, 0 };
+	struct sr_test_counts c = {0, 0, 0};
 	int pfd[2], status;
 	bool got = false, ok;
 	pid_t pid;
@@ -186,6 +196,9 @@ static bool sr_run_one(const struct sr_test_case *t, struct sr_test_counts *tota
 	}
 	if (pid == 0) {
 		close(pfd[0]);
+		/* programs the test execs (daemons, peers) must not hold the
+		 * report pipe open: the runner reads until the test is done */
+		fcntl(pfd[1], F_SETFD, FD_CLOEXEC);
 		sr_report_fd = pfd[1];
 		sr_in_known_bug = t->known_bug != NULL;
 		alarm(tmo);
@@ -228,7 +241,7 @@ static bool sr_run_one(const struct sr_test_case *t, struct sr_test_counts *tota
 
 static int sr_test_main(const struct sr_test_case *tests, size_t n, int argc, char **argv)
 {
-	struct sr_test_counts total = { 0, 0, 0 };
+	struct sr_test_counts total = {0, 0, 0};
 	unsigned tmo = 60, nfail = 0;
 	const char *e = getenv("SR_TEST_TIMEOUT");
 
