@@ -6,8 +6,10 @@
  * the seqlock resolves is not undefined behaviour (and ThreadSanitizer sees
  * it as intended).
  *
- * Pairing: writer  seq++ (odd), release fence, store body, seq++ (release)
- *          reader  seq load-acquire, load body, acquire fence, seq reload
+ * Pairing: writer  seq++ (odd), body stores (release), seq++ (release)
+ *          reader  seq load-acquire, body loads (acquire), seq reload; the
+ *          reader's acquire of a body word written after the odd seq makes
+ *          that odd seq (or later) visible to the re-read.
  */
 #ifndef SR_CORE_SEQLOCK_H
 #define SR_CORE_SEQLOCK_H
@@ -27,9 +29,10 @@ static inline void sr_seq_read(const _Atomic uint32_t *seq, void *dst, size_t by
 		s0 = atomic_load_explicit(seq, memory_order_acquire);
 		if (s0 & 1)
 			continue;
+		/* acquire loads keep the re-read of seq after the body
+		 * (free on x86; and ThreadSanitizer models them, not fences) */
 		for (size_t i = 0; i < bytes / 4; i++)
-			d[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-		atomic_thread_fence(memory_order_acquire);
+			d[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
 		s1 = atomic_load_explicit(seq, memory_order_relaxed);
 		if (s0 == s1)
 			return;
@@ -42,9 +45,9 @@ static inline void sr_seq_write(_Atomic uint32_t *seq, const void *src, size_t b
 	const uint32_t *s = src;
 
 	atomic_fetch_add_explicit(seq, 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
+	/* release stores keep the odd seq before the body */
 	for (size_t i = 0; i < bytes / 4; i++)
-		__atomic_store_n(&dst[i], s[i], __ATOMIC_RELAXED);
+		__atomic_store_n(&dst[i], s[i], __ATOMIC_RELEASE);
 	atomic_fetch_add_explicit(seq, 1, memory_order_release);
 }
 

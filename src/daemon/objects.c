@@ -917,9 +917,13 @@ static int do_attach_mcast(struct sr_daemon *d, struct sr_client *c, const struc
 	if (qp->type != IBV_QPT_UD || req->u.mcast.gid[0] != 0xff)
 		return -EINVAL; /* only UD QPs join, and only multicast GIDs (IBTA 4.1.1) */
 	if (!attach) {
+		bool member = false;
+
 		slot = mcast_find(d, req->u.mcast.gid, false);
-		if (!slot)
-			return -EINVAL;
+		for (uint32_t j = 0; slot && j < slot->nqp; j++)
+			member |= slot->qpn[j] == req->handle;
+		if (!member)
+			return -EINVAL; /* as rxe and mlx5: not attached to that group */
 		mcast_detach_qp(d, req->handle, req->u.mcast.gid);
 		return 0;
 	}

@@ -426,12 +426,12 @@ static bool env_set(const char *name)
 	return getenv(name) != NULL;
 }
 
+/* softrdma gives a fork child private copies of registered pages (mr.c),
+ * the copy-on-fork behaviour rdma-core reports as "unneeded" on kernels
+ * that pin pages fork-safely. */
 enum ibv_fork_status ibv_is_fork_initialized(void)
 {
-	if (atomic_load_explicit(&fork_requested, memory_order_acquire) || env_set("RDMAV_FORK_SAFE") ||
-	    env_set("IBV_FORK_SAFE"))
-		return IBV_FORK_ENABLED;
-	return IBV_FORK_DISABLED;
+	return IBV_FORK_UNNEEDED;
 }
 
 /*
@@ -448,7 +448,8 @@ static int madvise_range(void *base, size_t size, int advice)
 
 	if (!size)
 		return 0;
-	if (ibv_is_fork_initialized() != IBV_FORK_ENABLED)
+	if (!atomic_load_explicit(&fork_requested, memory_order_acquire) &&
+	    !env_set("RDMAV_FORK_SAFE") && !env_set("IBV_FORK_SAFE"))
 		return 0;
 
 	page = psz > 0 ? (uintptr_t)psz : 4096;

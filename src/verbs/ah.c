@@ -35,6 +35,7 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	ah->ah.context = pd->context;
 	ah->ah.pd = pd;
 	ah->attr = *attr;
+	atomic_fetch_add_explicit(&to_spd(pd)->ah_users, 1, memory_order_relaxed);
 	return &ah->ah;
 }
 
@@ -42,6 +43,7 @@ int ibv_destroy_ah(struct ibv_ah *ah)
 {
 	if (!ah)
 		return EINVAL;
+	atomic_fetch_sub_explicit(&to_spd(ah->pd)->ah_users, 1, memory_order_release);
 	free(to_sah(ah));
 	return 0;
 }

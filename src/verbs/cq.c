@@ -208,6 +208,11 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 		return EINVAL;
 	cq = to_scq(ibcq);
 	ctx = to_sctx(ibcq->context);
+	/* as rdma-core: every event handed out must be acknowledged first */
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->comp_events_completed != cq->events_reported)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DESTROY_CQ;
 	req.handle = cq->handle;
@@ -269,6 +274,9 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 			break;
 		/* an event of a CQ destroyed meanwhile: wait for the next one */
 	}
+	pthread_mutex_lock(&scq->cq.mutex);
+	scq->events_reported++;
+	pthread_mutex_unlock(&scq->cq.mutex);
 	*cq = ibv_cq_ex_to_cq(&scq->cq);
 	*cq_context = scq->cq.cq_context;
 	return 0;

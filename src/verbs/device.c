@@ -181,9 +181,6 @@ err_free:
 	return NULL;
 }
 
-/* mr.c: drops the context's memfd registrations of shared MR backings */
-void sr_mr_context_closing(struct sr_context *ctx);
-
 int ibv_close_device(struct ibv_context *context)
 {
 	struct sr_context *ctx;

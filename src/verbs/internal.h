@@ -49,6 +49,7 @@ struct sr_context {
 struct sr_pd {
 	struct ibv_pd pd;
 	uint32_t handle;
+	_Atomic uint32_t ah_users; /* AHs are library-only: the daemon cannot count them */
 };
 
 struct sr_mr {
@@ -77,6 +78,7 @@ struct sr_cq {
 	uint64_t wc_flags;         /* ibv_create_cq_ex wc_flags */
 	struct sr_cqe cur;         /* extended polling: the entry being read */
 	pthread_mutex_t poll_lock; /* consumers within this process */
+	uint32_t events_reported;  /* by ibv_get_cq_event; under cq.mutex */
 };
 
 struct sr_srq {
@@ -159,6 +161,7 @@ int sr_query_device_ex(struct ibv_context *context, const struct ibv_query_devic
 		       struct ibv_device_attr_ex *attr, size_t attr_size);
 
 /* mr.c */
+void sr_mr_context_closing(struct sr_context *ctx);
 struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 int sr_dealloc_mw(struct ibv_mw *mw);
 

@@ -9,8 +9,8 @@
  * key).  Page runs already moved by an earlier registration are reused, so
  * overlapping registrations share pages; an MR is a list of segments over
  * such "backings".  When the last MR using a backing goes, the pages become
- * private anonymous memory again.  MADV_DONTFORK applies while registered,
- * as rdma-core does.
+ * private anonymous memory again.  A fork child gets private copies of
+ * registered pages (see fork_child).
  *
  * Limits (docs/architecture.md): pages are made read-write and private
  * anonymous state (e.g. a MAP_SHARED file mapping) is not preserved; other
@@ -53,6 +53,7 @@ struct sr_backing {
 };
 
 static pthread_mutex_t sr_backing_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t sr_fork_once = PTHREAD_ONCE_INIT;
 static struct sr_backing *sr_backings;
 static uintptr_t sr_page_size;
 
@@ -125,7 +126,6 @@ static struct sr_backing *backing_create(uintptr_t start, uintptr_t end)
 		errno = e;
 		goto err_close;
 	}
-	madvise((void *)start, len, MADV_DONTFORK);
 	b->start = start;
 	b->end = end;
 	b->memfd = fd;
@@ -167,33 +167,57 @@ static bool backing_still_mapped(const struct sr_backing *b)
 	return ok;
 }
 
+/* Turns the backing's pages back into private anonymous memory with the
+ * same contents.  Only system calls: it also runs in a fork child. */
+static void privatize(struct sr_backing *b)
+{
+	size_t len = b->end - b->start, done = 0;
+	void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (tmp == MAP_FAILED)
+		return;
+	/* Read the pages from the memfd rather than memcpy them: whole pages
+	 * include bytes the application does not own (allocator metadata,
+	 * sanitizer redzones), and an instrumented memcpy reports them as
+	 * overflows under ASan. */
+	while (done < len) {
+		ssize_t n = pread(b->memfd, (char *)tmp + done, len - done, (off_t)done);
+
+		if (n <= 0 && !(n < 0 && errno == EINTR))
+			break;
+		if (n > 0)
+			done += (size_t)n;
+	}
+	if (done != len ||
+	    mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
+		munmap(tmp, len);
+}
+
+/*
+ * fork(): registered pages are MAP_SHARED memfd pages, which a child would
+ * share with its parent.  The child gets private copies instead, so it sees
+ * ordinary copy-on-fork memory (heap neighbours included) and cannot write
+ * into the parent's registered buffers; its inherited MRs are unusable, as
+ * with rdma-core after fork.  This is why no MADV_DONTFORK is needed (it
+ * would take whole heap pages away from the child).
+ */
+static void fork_child(void)
+{
+	for (struct sr_backing *b = sr_backings; b; b = b->next)
+		privatize(b);
+	sr_backings = NULL; /* the parent's bookkeeping; the child has no MRs */
+	pthread_mutex_init(&sr_backing_lock, NULL);
+}
+
+static void watch_fork(void)
+{
+	pthread_atfork(NULL, NULL, fork_child);
+}
+
 static void backing_release(struct sr_backing *b)
 {
-	size_t len = b->end - b->start;
-
-	if (backing_still_mapped(b)) {
-		void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (tmp != MAP_FAILED) {
-			/* Read the pages from the memfd rather than memcpy them: whole
-			 * pages include bytes the application does not own (allocator
-			 * metadata, sanitizer redzones), and an instrumented memcpy
-			 * reports them as overflows under ASan. */
-			size_t done = 0;
-
-			while (done < len) {
-				ssize_t n = pread(b->memfd, (char *)tmp + done, len - done, (off_t)done);
-
-				if (n <= 0 && !(n < 0 && errno == EINTR))
-					break;
-				if (n > 0)
-					done += (size_t)n;
-			}
-			if (done != len || mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
-						  (void *)b->start) == MAP_FAILED)
-				munmap(tmp, len);
-		}
-	}
+	if (backing_still_mapped(b))
+		privatize(b);
 	while (b->fds) {
 		struct sr_backing_fd *f = b->fds;
 
@@ -235,7 +259,6 @@ static int backing_fd_id(struct sr_backing *b, struct sr_context *ctx, uint32_t 
 
 /* Declared here and in device.c (its only caller) to keep the fix inside
  * the .c files; belongs in verbs/internal.h. */
-void sr_mr_context_closing(struct sr_context *ctx);
 
 /* ibv_close_device: forget ctx's registrations (the daemon drops them with
  * the connection).  Backings still used by MRs left in ctx stay as they are. */
@@ -386,6 +409,7 @@ static int mr_register(struct ibv_pd *pd, struct sr_mr *mr, void *addr, size_t l
 	if (!length || !addr || length > SR_MAX_MR_SIZE || a + length < a)
 		return -EINVAL;
 
+	pthread_once(&sr_fork_once, watch_fork);
 	pthread_mutex_lock(&sr_backing_lock);
 	ret = mr_get_backings(mr, a, length);
 	if (ret)

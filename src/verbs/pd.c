@@ -47,6 +47,8 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 
 	if (!pd)
 		return EINVAL;
+	if (atomic_load_explicit(&to_spd(pd)->ah_users, memory_order_acquire))
+		return EBUSY; /* as the kernel: an AH still uses it */
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DEALLOC_PD;
 	req.handle = to_spd(pd)->handle;

@@ -3043,8 +3043,7 @@ static const struct sr_test_case tests[] = {
 	SR_TEST(query_gid_ex)
 	SR_TEST(query_pkey)
 	SR_TEST(pd_busy)
-	SR_TEST_KNOWN_BUG(pd_busy_ah, "src/verbs/ah.c, pd.c: an AH does not hold its PD, "
-				      "ibv_dealloc_pd succeeds under it (kernel: EBUSY)")
+	SR_TEST(pd_busy_ah)
 	SR_TEST(mr_invalid)
 	SR_TEST(mr_contents)
 	SR_TEST(mr_heap_neighbours)
@@ -3060,9 +3059,7 @@ static const struct sr_test_case tests[] = {
 					 "over more than 32 earlier registrations' backings fails "
 					 "with ENOMEM")
 	SR_TEST(mr_two_contexts)
-	SR_TEST_KNOWN_BUG(mr_fork_child, "src/verbs/mr.c: registered pages are MADV_DONTFORK "
-					 "always, so a fork() child loses heap neighbours of a "
-					 "registered buffer (rdma-core: only after ibv_fork_init)")
+	SR_TEST(mr_fork_child)
 	SR_TEST(cq_create)
 	SR_TEST(cq_resize)
 	SR_TEST(cq_ex)
@@ -3077,9 +3074,7 @@ static const struct sr_test_case tests[] = {
 	SR_TEST(srq)
 	SR_TEST(ah)
 	SR_TEST(mcast)
-	SR_TEST_KNOWN_BUG(mcast_detach_nonmember,
-			  "src/daemon/objects.c do_attach_mcast: detaching a QP that is not "
-			  "a member of an existing group returns 0 (rxe/mlx5: EINVAL)")
+	SR_TEST(mcast_detach_nonmember)
 	SR_TEST(async_fd)
 	SR_TEST(srq_last_wqe)
 	SR_TEST(null_args)
