@@ -175,6 +175,10 @@ struct sr_cqe {
 };
 static_assert(sizeof(struct sr_cqe) == 64, "cqe layout");
 
+enum sr_cq_flags {
+	SR_CQ_TIMESTAMPS = 1 << 0, /* completions carry a timestamp (cq_ex asked for it) */
+};
+
 enum sr_cq_arm {
 	SR_CQ_DISARMED = 0,
 	SR_CQ_ARM_NEXT = 1,
@@ -195,7 +199,7 @@ struct sr_cq_shm {
 	_Atomic uint32_t overflow;
 	_Atomic uint32_t async_events; /* bit (1 << IBV_EVENT_CQ_ERR) pending for the owner */
 	_Atomic uint32_t stall_hint;   /* a QP sending to this CQ waits (RNR/ACK): poll retries it */
-	uint32_t pad;
+	uint32_t flags;                /* enum sr_cq_flags, set by the owner at creation */
 	uint64_t ring_off;     /* arena offset of struct sr_cqe[cqe_cnt] */
 	struct sr_lock lock;   /* producers (any process) */
 	alignas(SR_CACHELINE) _Atomic uint32_t prod; /* next slot to fill (under lock) */
@@ -215,6 +219,18 @@ struct sr_srq_shm {
 	uint32_t pad;
 	struct sr_lock lock;    /* consumers (executors) and producers */
 	struct sr_wq rq;
+};
+
+enum sr_counter {
+	SR_CNT_SEND_WQE,
+	SR_CNT_RECV_WQE,
+	SR_CNT_RDMA_WRITE,
+	SR_CNT_RDMA_READ,
+	SR_CNT_ATOMIC,
+	SR_CNT_RNR,
+	SR_CNT_REM_ACCESS_ERR,
+	SR_CNT_BYTES,
+	SR_CNT_MAX
 };
 
 /* A queue pair.  Fields under "attributes" are written by the daemon on
@@ -256,6 +272,10 @@ struct sr_qp_shm {
 	_Atomic uint64_t stall_deadline_ns; /* when the wait turns into an error; UINT64_MAX = never */
 	uint32_t exec_pos;            /* SQ index of the next WQE to execute (under sq_lock) */
 	uint32_t pad1;
+	/* Per-QP counters, written only by the sq_lock holder (plain load +
+	 * store, no locked instruction: no cache line shared host-wide on the
+	 * data path); `softrdma status` adds them up. */
+	_Atomic uint64_t cnt[SR_CNT_MAX];
 	struct sr_wq sq;
 	struct sr_wq rq;
 };
@@ -288,20 +308,9 @@ struct sr_arena_hdr {
 	uint64_t heap_off;
 	uint64_t heap_size;
 	_Atomic uint64_t reg_seq;     /* source of sr_key_entry.reg_seq */
-	_Atomic uint64_t counters[16];/* host-wide data-path counters (enum sr_counter) */
+	uint64_t counters[16];        /* totals of destroyed QPs (enum sr_counter); daemon only */
 };
 
-enum sr_counter {
-	SR_CNT_SEND_WQE,
-	SR_CNT_RECV_WQE,
-	SR_CNT_RDMA_WRITE,
-	SR_CNT_RDMA_READ,
-	SR_CNT_ATOMIC,
-	SR_CNT_RNR,
-	SR_CNT_REM_ACCESS_ERR,
-	SR_CNT_BYTES,
-	SR_CNT_MAX
-};
 
 static inline void *sr_arena_ptr(void *base, uint64_t off)
 {

@@ -854,6 +854,11 @@ static void mcast_detach_qp(struct sr_daemon *d, uint32_t qpn, const uint8_t *gi
 static void qp_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
 	uint32_t idx = sr_qpn_index(o->handle);
+	struct sr_qp_shm *qp = sr_arena_at(d->arena, o->u.shm.off);
+	struct sr_arena_hdr *h = d->arena;
+
+	for (int c = 0; c < SR_CNT_MAX; c++) /* keep the host totals */
+		h->counters[c] += atomic_load_explicit(&qp->cnt[c], memory_order_relaxed);
 
 	mcast_detach_qp(d, o->handle, NULL);
 	atomic_store_explicit(&sr_arena_qptab(d->arena)[idx].obj_off, 0, memory_order_release);

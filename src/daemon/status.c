@@ -135,15 +135,23 @@ char *sr_status_text(struct sr_daemon *d, size_t *len)
 	}
 	put(&b, "  arena: %llu MiB mapped, %llu KiB in objects\n",
 	    (unsigned long long)(d->arena_size >> 20), (unsigned long long)(sr_heap_used() >> 10));
-	put(&b, "  counters: send %llu recv %llu write %llu read %llu atomic %llu rnr %llu rem_access_err %llu bytes %llu\n",
-	    (unsigned long long)h->counters[SR_CNT_SEND_WQE],
-	    (unsigned long long)h->counters[SR_CNT_RECV_WQE],
-	    (unsigned long long)h->counters[SR_CNT_RDMA_WRITE],
-	    (unsigned long long)h->counters[SR_CNT_RDMA_READ],
-	    (unsigned long long)h->counters[SR_CNT_ATOMIC],
-	    (unsigned long long)h->counters[SR_CNT_RNR],
-	    (unsigned long long)h->counters[SR_CNT_REM_ACCESS_ERR],
-	    (unsigned long long)h->counters[SR_CNT_BYTES]);
+	uint64_t tot[SR_CNT_MAX];
+
+	for (int c = 0; c < SR_CNT_MAX; c++)
+		tot[c] = h->counters[c];
+	for (struct sr_client *c = d->clients; c; c = c->next)
+		for (struct sr_obj *o = c->objs; o; o = o->cnext)
+			if (o->kind == SR_OBJ_QP) {
+				struct sr_qp_shm *qp = sr_arena_at(d->arena, o->u.shm.off);
+
+				for (int k = 0; k < SR_CNT_MAX; k++)
+					tot[k] += atomic_load_explicit(&qp->cnt[k], memory_order_relaxed);
+			}
+	put(&b, "  counters: send %llu write %llu read %llu atomic %llu rnr %llu rem_access_err %llu bytes %llu\n",
+	    (unsigned long long)tot[SR_CNT_SEND_WQE], (unsigned long long)tot[SR_CNT_RDMA_WRITE],
+	    (unsigned long long)tot[SR_CNT_RDMA_READ], (unsigned long long)tot[SR_CNT_ATOMIC],
+	    (unsigned long long)tot[SR_CNT_RNR], (unsigned long long)tot[SR_CNT_REM_ACCESS_ERR],
+	    (unsigned long long)tot[SR_CNT_BYTES]);
 	for (struct sr_client *c = d->clients; c; c = c->next) {
 		unsigned cnt[SR_OBJ_KINDS] = { 0 };
 

@@ -9,6 +9,7 @@
 
 #include "core/shmlock.h"
 #include "shm/cq_push.h"
+#include "shm/qp_err.h"
 
 void sr_async_set(_Atomic uint32_t *bits, int ev, uint32_t async_fd_id, sr_signal_fn *signal,
 		  void *arg)
@@ -52,7 +53,7 @@ bool sr_cq_push(void *arena, struct sr_cq_shm *cq, const struct sr_cqe *e, bool 
 	slot->slid = e->slid;
 	slot->sl = e->sl;
 	slot->dlid_path_bits = e->dlid_path_bits;
-	slot->timestamp = e->timestamp;
+	slot->timestamp = (cq->flags & SR_CQ_TIMESTAMPS) ? sr_now_ns() : 0;
 	/* publish: pairs with the consumer's load-acquire of seq */
 	atomic_store_explicit(&slot->seq, prod + 1, memory_order_release);
 	atomic_store_explicit(&cq->prod, prod + 1, memory_order_release);

@@ -58,6 +58,13 @@ void sr_signal_fd(void *arg, uint32_t fd_id)
 	sr_fdcache_signal(arg, fd_id);
 }
 
+/* Single writer (the sq_lock holder): no locked instruction needed. */
+static inline void count(struct sr_qp_shm *qp, enum sr_counter c, uint64_t n)
+{
+	atomic_store_explicit(&qp->cnt[c], atomic_load_explicit(&qp->cnt[c], memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
 static struct sr_qp_shm *qp_lookup(void *arena, uint32_t qpn)
 {
 	struct sr_qpn_slot *slot = &sr_arena_qptab(arena)[sr_qpn_index(qpn) % SR_MAX_QPS];
@@ -216,7 +223,6 @@ static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, uint64_t 
 	e.imm_data = imm;
 	e.qp_num = t->qpn;
 	e.src_qp = src_qp;
-	e.timestamp = sr_now_ns();
 	sr_cq_push(ctx->arena, sr_arena_ptr(ctx->arena, t->recv_cq_off), &e, solicited, sr_signal_fd,
 		   ctx);
 }
@@ -264,9 +270,7 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 			x->stall_target = t;
 			res = X_STALL_RNR;
 		}
-		atomic_fetch_add_explicit(
-			&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_RNR], 1,
-			memory_order_relaxed);
+		count(x->qp, SR_CNT_RNR, 1);
 		sr_shm_unlock(r.lock);
 		return res; /* UC/UD: dropped (C9-xx: no RNR on unreliable service) */
 	}
@@ -345,9 +349,7 @@ static struct sr_qp_shm *connected_peer(struct xfer *x)
 
 static enum xres remote_fail(struct xfer *x, struct sr_qp_shm *t, enum ibv_wc_status st)
 {
-	atomic_fetch_add_explicit(
-		&((struct sr_arena_hdr *)x->ctx->arena)->counters[SR_CNT_REM_ACCESS_ERR], 1,
-		memory_order_relaxed);
+	count(x->qp, SR_CNT_REM_ACCESS_ERR, 1);
 	if (x->qp->type != IBV_QPT_RC)
 		return X_DONE; /* UC: the responder drops the message silently */
 	x->status = st;
@@ -415,9 +417,7 @@ static enum xres exec_send(struct xfer *x)
 		return x->qp->type == IBV_QPT_RC ? X_STALL_NOACK : X_DONE;
 	res = deliver(x, t, src, ns, len, NULL);
 	if (res == X_DONE)
-		atomic_fetch_add_explicit(
-			&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_SEND_WQE], 1,
-			memory_order_relaxed);
+		count(x->qp, SR_CNT_SEND_WQE, 1);
 	return res;
 }
 
@@ -465,10 +465,8 @@ static enum xres exec_write(struct xfer *x)
 		dst.len = len;
 		copy_segs(&dst, 1, src, ns, len);
 	}
-	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_RDMA_WRITE],
-				  1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_BYTES], len,
-				  memory_order_relaxed);
+	count(x->qp, SR_CNT_RDMA_WRITE, 1);
+	count(x->qp, SR_CNT_BYTES, len);
 	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		return deliver(x, t, NULL, 0, len, NULL);
 	return X_DONE;
@@ -501,10 +499,8 @@ static enum xres exec_read(struct xfer *x)
 		src.len = len;
 		copy_segs(dst, w->num_sge, &src, 1, len);
 	}
-	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_RDMA_READ],
-				  1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_BYTES], len,
-				  memory_order_relaxed);
+	count(x->qp, SR_CNT_RDMA_READ, 1);
+	count(x->qp, SR_CNT_BYTES, len);
 	return X_DONE;
 }
 
@@ -547,8 +543,7 @@ static enum xres exec_atomic(struct xfer *x)
 	struct seg src = { (char *)&orig, 8 };
 
 	copy_segs(dst, w->num_sge, &src, 1, 8);
-	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->counters[SR_CNT_ATOMIC], 1,
-				  memory_order_relaxed);
+	count(x->qp, SR_CNT_ATOMIC, 1);
 	return X_DONE;
 }
 

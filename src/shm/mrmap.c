@@ -178,34 +178,113 @@ static char *mr_base(struct sr_context *ctx, const struct sr_key_entry *e)
 	return m ? m->base : NULL;
 }
 
+/*
+ * Per-thread cache of resolved keys.  A hit costs one acquire load of the
+ * entry's sequence word (and of the parent MR's, for a window): any change
+ * to the entry (deregistration, rebind, invalidation) bumps it, so an
+ * unchanged word means the cached copy is still the truth.  Checks that
+ * depend on the request (PD, rights, bounds) are always redone.  Only a
+ * pointer lives in initial-exec TLS (libibverbs may be dlopen'ed, and big
+ * static TLS blocks then fail to load); the cache itself is malloc'ed.
+ */
+#define SR_KCACHE 32
+
+struct sr_kcache_ent {
+	uint32_t key;
+	uint32_t seq, mr_seq;
+	uint32_t mr_index;
+	struct sr_key_entry e, mr;
+	char *base;
+};
+
+static __thread struct sr_kcache_ent *sr_kcache __attribute__((tls_model("initial-exec")));
+static pthread_key_t sr_kcache_key;
+static pthread_once_t sr_kcache_once = PTHREAD_ONCE_INIT;
+
+static void kcache_key_init(void)
+{
+	pthread_key_create(&sr_kcache_key, free);
+}
+
+static struct sr_kcache_ent *kcache(void)
+{
+	if (__builtin_expect(!sr_kcache, 0)) {
+		pthread_once(&sr_kcache_once, kcache_key_init);
+		sr_kcache = calloc(SR_KCACHE, sizeof(*sr_kcache));
+		if (sr_kcache)
+			pthread_setspecific(sr_kcache_key, sr_kcache);
+	}
+	return sr_kcache;
+}
+
+static uint32_t entry_seq(void *arena, uint32_t index)
+{
+	return atomic_load_explicit(&sr_arena_keytab(arena)[index % SR_MAX_KEYS].seq,
+				    memory_order_acquire);
+}
+
+static enum sr_key_result check(const struct sr_key_entry *e, const struct sr_key_entry *mr,
+				char *base, uint64_t va, uint64_t len, uint32_t need, uint32_t pd,
+				uint32_t qpn, bool remote, void **ptr)
+{
+	if (e->kind != SR_KEY_MR) {
+		/* memory windows are remote keys only, and only while bound (IBTA 10.6.7) */
+		if (!remote || e->state != 1)
+			return SR_KEY_INVALID;
+		if (e->kind == SR_KEY_MW2 && e->mw_qpn != qpn)
+			return SR_KEY_PD; /* C10-72: a type-2 window serves only its QP */
+	}
+	if (e->pd != pd)
+		return SR_KEY_PD;
+	if ((e->access & need) != need)
+		return SR_KEY_ACCESS;
+	if (va < e->iova || len > e->length || va - e->iova > e->length - len)
+		return SR_KEY_BOUNDS;
+	*ptr = base + (va - mr->iova);
+	return SR_KEY_OK;
+}
+
 enum sr_key_result sr_key_resolve(struct sr_context *ctx, uint32_t key, uint64_t va, uint64_t len,
 				  uint32_t need, uint32_t pd, uint32_t qpn, bool remote, void **ptr)
 {
+	struct sr_kcache_ent *c = kcache(), *ce = NULL;
+	uint32_t idx = sr_key_index(key);
 	struct sr_key_entry e, mr;
+	uint32_t seq, mr_seq = 0;
 	char *base;
 
+	if (c) {
+		ce = &c[idx % SR_KCACHE];
+		if (ce->key == key && ce->base && entry_seq(ctx->arena, idx) == ce->seq &&
+		    (ce->e.kind == SR_KEY_MR || entry_seq(ctx->arena, ce->mr_index) == ce->mr_seq))
+			return check(&ce->e, &ce->mr, ce->base, va, len, need, pd, qpn, remote, ptr);
+	}
+	seq = entry_seq(ctx->arena, idx);
 	if (!sr_key_lookup(ctx->arena, key, &e))
 		return SR_KEY_INVALID;
 	if (e.kind == SR_KEY_MR) {
 		mr = e;
 	} else {
-		/* memory windows are remote keys only, and only while bound (IBTA 10.6.7) */
 		if (!remote || e.state != 1)
 			return SR_KEY_INVALID;
-		if (e.kind == SR_KEY_MW2 && e.mw_qpn != qpn)
-			return SR_KEY_PD; /* C10-72: a type-2 window serves only its QP */
+		mr_seq = entry_seq(ctx->arena, sr_key_index(e.parent_key));
 		if (!sr_key_lookup(ctx->arena, e.parent_key, &mr) || mr.kind != SR_KEY_MR)
 			return SR_KEY_INVALID;
 	}
-	if (e.pd != pd)
-		return SR_KEY_PD;
-	if ((e.access & need) != need)
-		return SR_KEY_ACCESS;
-	if (va < e.iova || len > e.length || va - e.iova > e.length - len)
-		return SR_KEY_BOUNDS;
 	base = mr_base(ctx, &mr);
 	if (!base)
 		return SR_KEY_NOMAP;
-	*ptr = base + (va - mr.iova);
-	return SR_KEY_OK;
+	/* cache only a copy read under an unchanged, even sequence word */
+	if (ce && !(seq & 1) && entry_seq(ctx->arena, idx) == seq &&
+	    (e.kind == SR_KEY_MR ||
+	     (!(mr_seq & 1) && entry_seq(ctx->arena, sr_key_index(e.parent_key)) == mr_seq))) {
+		ce->key = key;
+		ce->seq = seq;
+		ce->mr_seq = mr_seq;
+		ce->mr_index = sr_key_index(e.parent_key);
+		ce->e = e;
+		ce->mr = mr;
+		ce->base = base;
+	}
+	return check(&e, &mr, base, va, len, need, pd, qpn, remote, ptr);
 }

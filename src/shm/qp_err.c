@@ -57,7 +57,6 @@ static void push_send_cqe(void *arena, struct sr_qp_shm *qp, const struct sr_sen
 	e.opcode = sr_wc_opcode(w->opcode);
 	e.byte_len = byte_len;
 	e.qp_num = qp->qpn;
-	e.timestamp = sr_now_ns();
 	sr_cq_push(arena, sr_arena_ptr(arena, qp->send_cq_off), &e, false, signal, arg);
 }
 
@@ -110,8 +109,7 @@ void sr_rq_flush(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *
 		e.status = IBV_WC_WR_FLUSH_ERR;
 		e.opcode = IBV_WC_RECV;
 		e.qp_num = qp->qpn;
-		e.timestamp = sr_now_ns();
-		sr_cq_push(arena, cq, &e, false, signal, arg);
+			sr_cq_push(arena, cq, &e, false, signal, arg);
 	}
 	atomic_store_explicit(&qp->rq.tail, tail, memory_order_release);
 	sr_shm_unlock(&qp->rq_lock);

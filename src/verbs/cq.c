@@ -108,6 +108,9 @@ static struct sr_cq *cq_create(struct ibv_context *context, int cqe, void *cq_co
 	cq->handle = rep.handle;
 	cq->shm = sr_arena_ptr(ctx->arena, rep.u.cq.off);
 	cq->wc_flags = wc_flags;
+	if (wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+			IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
+		cq->shm->flags |= SR_CQ_TIMESTAMPS; /* before any QP can use it */
 	pthread_mutex_init(&cq->poll_lock, NULL);
 	cq->cq.context = context;
 	cq->cq.channel = channel;
