@@ -44,3 +44,9 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+
+# Side-by-side benchmarks (bench/run.sh): installs what is missing, builds
+# build-release, writes results/<timestamp>/report.md.  BENCH=short: < 2 min.
+.PHONY: bench
+bench:
+	bench/run.sh $(if $(filter short,$(BENCH)),--short,)

@@ -1,0 +1,555 @@
+#!/usr/bin/python3
+"""Turns one bench run (results/<timestamp>/) into report.md and PNG plots.
+
+    /usr/bin/python3 bench/report.py results/<timestamp>
+
+Reads raw.tsv (one line per measurement, written by bench/run.sh),
+resources.txt, qp_scale.txt and env.txt.  Every figure is the median over
+the rounds with the spread (min-max); every ratio is computed per round,
+from the two runs of that round (measured back to back), and then
+summarised the same way.  Needs Debian's python3-matplotlib (run it with
+/usr/bin/python3).
+"""
+import collections
+import math
+import os
+import statistics
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else "."
+
+
+def num(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return f
+
+
+# ------------------------------------------------------------------ load
+Row = collections.namedtuple("Row", "round group metric system size value unit probe extra seq")
+rows = []
+with open(os.path.join(OUT, "raw.tsv")) as f:
+    next(f)
+    for seq, line in enumerate(f):
+        p = line.rstrip("\n").split("\t")
+        if len(p) < 9:
+            continue
+        extra = {}
+        for kv in p[8].split(";"):
+            if "=" in kv:
+                k, v = kv.split("=", 1)
+                extra[k] = v
+        rows.append(Row(int(p[0]), p[1], p[2], p[3], int(p[4]), num(p[5]), p[6], num(p[7]), extra, seq))
+
+by = collections.defaultdict(dict)  # (group, metric, size) -> round -> Row
+for r in rows:
+    by[(r.group, r.metric, r.size)][r.round] = r
+
+
+def series(group, metric, size, field="value"):
+    """round -> value"""
+    d = by.get((group, metric, size), {})
+    out = {}
+    for rnd, r in d.items():
+        if field == "value":
+            v = r.value
+        elif field == "probe":
+            v = r.probe
+        else:
+            v = num(r.extra.get(field))
+        if not math.isnan(v):
+            out[rnd] = v
+    return out
+
+
+def summ(vals):
+    vals = [v for v in vals if not math.isnan(v)]
+    if not vals:
+        return None
+    return statistics.median(vals), min(vals), max(vals), len(vals)
+
+
+def busy(group, *metrics_size):
+    """' (k/n contended)' if k of the n runs of these rows saw other runnable tasks"""
+    k = n = 0
+    for metric, size in metrics_size:
+        for r in by.get((group, metric, size), {}).values():
+            n += 1
+            if num(r.extra.get("others", 0)) > 0:
+                k += 1
+    return f" ({k}/{n} runs contended)" if k else ""
+
+
+def ratio_series(a, b):
+    return {k: a[k] / b[k] for k in a if k in b and b[k] > 0}
+
+
+def fmt(v, digits=3):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.{digits}f}"
+
+
+def cell(s, unit="", scale=1.0):
+    if not s:
+        return "n/a"
+    m, lo, hi, _ = s
+    u = f" {unit}" if unit else ""
+    return f"{fmt(m * scale)}{u} ({fmt(lo * scale)}–{fmt(hi * scale)})"
+
+
+def rcell(s):
+    if not s:
+        return "n/a"
+    m, lo, hi, _ = s
+    return f"**{m:.2f}×** ({lo:.2f}–{hi:.2f})"
+
+
+def sizestr(n):
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20} MiB"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n >> 10} KiB"
+    return f"{n} B"
+
+
+sizes = sorted({r.size for r in rows if r.group == "bw"})
+rounds = sorted({r.round for r in rows if r.group in ("bw", "lat")})
+
+# ------------------------------------------------------------- the table
+PEER_OF = {
+    "ib_write_bw": ("ucx_put_bw", "UCX put_bw"),
+    "ib_read_bw": ("ucx_get", "UCX get (bcopy)"),
+    "ib_send_bw": ("fi_pingpong", "libfabric shm pingpong"),
+}
+LAT_PEER = {
+    "ib_write_lat": ("ucx_put_lat", "UCX put_lat"),
+    "ib_send_lat": ("ucx_am_lat", "UCX am_lat"),
+    "ib_read_lat": ("ucx_get_lat", "UCX get (bcopy) 8 B"),
+    "ib_atomic_lat": ("ucx_fadd_lat", "UCX fadd"),
+}
+
+table = []
+table.append("| measurement | size | softrdma | peer | peer value | limit | softrdma/peer | softrdma/limit | probe ns: softrdma run · peer run |")
+table.append("|---|---|---|---|---|---|---|---|---|")
+
+ratios = {}  # for targets: name -> ratio series
+
+for op in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+    peer, pname = PEER_OF[op]
+    for s in sizes:
+        sr = series("bw", op, s)
+        pe = series("bw", peer, s)
+        mc = series("bw", "memcpy", s)
+        if not sr and not pe:
+            continue
+        rp = ratio_series(sr, pe)
+        rm = ratio_series(sr, mc)
+        ratios[(op, s, "peer")] = rp
+        ratios[(op, s, "memcpy")] = rm
+        ps = summ(series("bw", op, s, "probe").values())
+        pp = summ(series("bw", peer, s, "probe").values())
+        table.append(
+            f"| {op} | {sizestr(s)} | {cell(summ(sr.values()), 'GB/s')} | {pname} | "
+            f"{cell(summ(pe.values()), 'GB/s')} | memcpy {cell(summ(mc.values()), 'GB/s')} | "
+            f"{rcell(summ(rp.values()))} | {rcell(summ(rm.values()))} | "
+            f"{fmt(ps[0] if ps else None)} · {fmt(pp[0] if pp else None)}{busy('bw', (op, s), (peer, s))} |"
+        )
+    # for write, also the other peer (libfabric) as a separate line would
+    # clutter; libfabric's figures are in the plot.
+
+# message rate
+s8 = 8 if 8 in sizes else None
+if s8:
+    sr = {k: v * 1e6 for k, v in series("bw", "ib_write_bw", 8, "msgrate_mpps").items()}
+    pe = series("bw", "ucx_put_bw", 8, "msgrate")
+    rp = ratio_series(sr, pe)
+    ratios[("msgrate", 8, "peer")] = rp
+    ps = summ(series("bw", "ib_write_bw", 8, "probe").values())
+    pp = summ(series("bw", "ucx_put_bw", 8, "probe").values())
+    table.append(
+        f"| ib_write_bw message rate | 8 B | {cell(summ(sr.values()), 'M msg/s', 1e-6)} | UCX put_bw msg rate | "
+        f"{cell(summ(pe.values()), 'M msg/s', 1e-6)} | – | {rcell(summ(rp.values()))} | – | "
+        f"{fmt(ps[0] if ps else None)} · {fmt(pp[0] if pp else None)}{busy('bw', ('ib_write_bw', 8), ('ucx_put_bw', 8))} |"
+    )
+
+# latency; the limit of a one-way notification is the busy-poll probe
+for op, (peer, pname) in LAT_PEER.items():
+    sr = series("lat", op, 8)
+    pe = series("lat", peer, 8)
+    if not sr and not pe:
+        continue
+    rp = ratio_series(sr, pe)
+    ratios[(op, 8, "peer")] = rp
+    probe_sr = series("lat", op, 8, "probe")
+    pp = summ(series("lat", peer, 8, "probe").values())
+    ps = summ(probe_sr.values())
+    if op in ("ib_write_lat", "ib_send_lat"):
+        lim = {k: v / 1000.0 for k, v in probe_sr.items()}  # ns -> usec
+        rl = ratio_series(sr, lim)
+        limcell = f"busy-poll one-way {cell(summ(lim.values()), 'µs')}"
+        rlcell = rcell(summ(rl.values()))
+    else:
+        limcell, rlcell = "–", "–"
+    table.append(
+        f"| {op} | 8 B | {cell(summ(sr.values()), 'µs')} | {pname} | {cell(summ(pe.values()), 'µs')} | "
+        f"{limcell} | {rcell(summ(rp.values()))} | {rlcell} | "
+        f"{fmt(ps[0] if ps else None)} · {fmt(pp[0] if pp else None)}{busy('lat', (op, 8), (peer, 8))} |"
+    )
+fi8 = series("bw", "fi_pingpong", 8, "oneway_usec") if s8 else {}
+if fi8:
+    srs = series("lat", "ib_send_lat", 8)
+    rp = ratio_series(srs, fi8)
+    pp = summ(series("bw", "fi_pingpong", 8, "probe").values())
+    table.append(
+        f"| ib_send_lat | 8 B | (as above) | libfabric shm pingpong one-way | {cell(summ(fi8.values()), 'µs')} | – | "
+        f"{rcell(summ(rp.values()))} | – | – · {fmt(pp[0] if pp else None)} |"
+    )
+
+# --------------------------------------------------------------- targets
+TARGETS = [
+    ("ib_write_bw 64 KiB ≥ 0.9× memcpy 64 KiB", ("ib_write_bw", 65536, "memcpy"), ">=", 0.9),
+    ("ib_write_bw 1 MiB ≥ 0.9× memcpy 1 MiB", ("ib_write_bw", 1048576, "memcpy"), ">=", 0.9),
+    ("ib_write_bw 64 KiB ≥ 1.0× UCX posix put_bw", ("ib_write_bw", 65536, "peer"), ">=", 1.0),
+    ("ib_write_bw 1 MiB ≥ 1.0× UCX posix put_bw", ("ib_write_bw", 1048576, "peer"), ">=", 1.0),
+    ("ib_write_lat 8 B ≤ 1.5× UCX posix put_lat", ("ib_write_lat", 8, "peer"), "<=", 1.5),
+    ("ib_send_lat 8 B ≤ 1.5× UCX posix am_lat", ("ib_send_lat", 8, "peer"), "<=", 1.5),
+    ("ib_write_bw -s 8 message rate ≥ 0.5× UCX put_bw 8 B (msg/s)", ("msgrate", 8, "peer"), ">=", 0.5),
+    ("ib_read_bw 1 MiB ≥ 0.8× memcpy 1 MiB", ("ib_read_bw", 1048576, "memcpy"), ">=", 0.8),
+]
+target_lines = ["| target | measured ratio (median, min–max over rounds) | result | by how much | rounds passing |",
+                "|---|---|---|---|---|"]
+target_summary = []
+for name, key, op, thr in TARGETS:
+    rs = ratios.get(key, {})
+    s = summ(rs.values())
+    if not s:
+        target_lines.append(f"| {name} | not measured in this run | – | – | – |")
+        continue
+    m = s[0]
+    ok = m >= thr if op == ">=" else m <= thr
+    npass = sum(1 for v in rs.values() if (v >= thr if op == ">=" else v <= thr))
+    if op == ">=":
+        how = (f"{(m / thr - 1) * 100:.1f}% above the bar" if ok else
+               f"{(1 - m / thr) * 100:.1f}% short: needs {thr / m:.2f}× more")
+    else:
+        how = (f"{(1 - m / thr) * 100:.1f}% under the bar" if ok else
+               f"{(m / thr - 1) * 100:.1f}% over: needs to be {m / thr:.2f}× faster")
+    res = "**PASS**" if ok else "**MISS**"
+    target_lines.append(f"| {name} | {m:.2f}× ({s[1]:.2f}–{s[2]:.2f}) | {res} | {how} | {npass}/{s[3]} |")
+    target_summary.append((name, ok, m))
+
+# same-placement check for the latency pairs
+place_lines = []
+for op, (peer, pname) in (("ib_write_lat", LAT_PEER["ib_write_lat"]), ("ib_send_lat", LAT_PEER["ib_send_lat"])):
+    a = series("lat", op, 8, "probe")
+    b = series("lat", peer, 8, "probe")
+    same = [k for k in a if k in b and max(a[k], b[k]) / max(min(a[k], b[k]), 1e-9) <= 1.5]
+    place_lines.append(f"{op} vs {pname}: the two runs' probes agree within 1.5× in {len(same)}/{len(a)} rounds.")
+
+# ------------------------------------------------------------ resources
+res_lines = []
+try:
+    with open(os.path.join(OUT, "resources.txt")) as f:
+        res = [ln.split() for ln in f if ln.strip()]
+except OSError:
+    res = []
+if res:
+    res_lines.append("| objects | count | arena reserved (\"KiB in objects\") per object | arena pages resident per object | process RSS per object | daemon RSS per object | create time per object |")
+    res_lines.append("|---|---|---|---|---|---|---|")
+    names = {"qp": "RC QP (128 send + 128 recv WRs, 1 SGE)", "mr-same": "MR, all over one 4 KiB page",
+             "mr-own": "MR, each over its own 4 KiB page"}
+    for p in res:
+        if len(p) < 7:
+            continue
+        kind, n = p[0], int(p[1])
+        ak, ar, pk, dk, secs = (float(x) for x in p[2:7])
+
+        def b(kib):
+            return f"{kib * 1024 / n:,.0f} B"
+
+        res_lines.append(f"| {names.get(kind, kind)} | {n} | {b(ak)} | {b(ar)} | {b(pk)} | {b(dk)} | {secs / n * 1e6:.1f} µs |")
+
+qp_lines = []
+try:
+    with open(os.path.join(OUT, "qp_scale.txt")) as f:
+        qs = [[float(x) for x in ln.split()] for ln in f if len(ln.split()) >= 5]
+except OSError:
+    qs = []
+if qs:
+    n = int(qs[0][0])
+    tot = summ([q[3] for q in qs])
+    cr = summ([q[1] for q in qs])
+    co = summ([q[2] for q in qs])
+    de = summ([q[4] for q in qs])
+    qp_lines.append(
+        f"Creating and connecting {n:,} RC QP pairs ({2 * n:,} QPs, RESET→INIT→RTR→RTS each, one process): "
+        f"**{tot[0] * 1000:.0f} ms** (min {tot[1] * 1000:.0f}, max {tot[2] * 1000:.0f}; {len(qs)} runs), "
+        f"of which create {cr[0] * 1000:.0f} ms and the {6 * n:,} modify_qp calls {co[0] * 1000:.0f} ms; "
+        f"{tot[0] / n * 1e6:.0f} µs per pair. Destroying them: {de[0] * 1000:.0f} ms.")
+
+# ---------------------------------------------------------- pin check
+pin_lines = []
+pc = [r for r in rows if r.group == "pincheck"]
+if pc:
+    pin_lines.append("| | unpinned | pinned (server CPU 1, client CPU 0) |")
+    pin_lines.append("|---|---|---|")
+    for base, label in (("ib_write_lat", "softrdma ib_write_lat 8 B"), ("ucx_put_lat", "UCX put_lat 8 B")):
+        c = []
+        for pin in (0, 1):
+            vals = [r.value for r in pc if r.metric == f"pin{pin}_{base}"]
+            probes = [r.probe for r in pc if r.metric == f"pin{pin}_{base}"]
+            s = summ(vals)
+            ps = summ(probes)
+            c.append(f"{cell(s, 'µs')}, probe {fmt(ps[0]) if ps else 'n/a'} ns")
+        pin_lines.append(f"| {label} | {c[0]} | {c[1]} |")
+
+# ---------------------------------------------------------------- plots
+pngs = []
+
+
+def band(ax, metric, label, style, field="value", scale=1.0, group="bw"):
+    xs, med, lo, hi = [], [], [], []
+    for s in sizes:
+        v = summ(series(group, metric, s, field).values())
+        if v:
+            xs.append(s)
+            med.append(v[0] * scale)
+            lo.append(v[1] * scale)
+            hi.append(v[2] * scale)
+    if xs:
+        line, = ax.plot(xs, med, style, label=label)
+        ax.fill_between(xs, lo, hi, alpha=0.2, color=line.get_color())
+
+
+if sizes:
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    band(ax, "memcpy", "memcpy (1 thread, limit)", "k--")
+    band(ax, "ib_write_bw", "softrdma ib_write_bw", "o-")
+    band(ax, "ib_read_bw", "softrdma ib_read_bw", "s-")
+    band(ax, "ib_send_bw", "softrdma ib_send_bw", "^-")
+    band(ax, "ucx_put_bw", "UCX uct posix put_bw", "o:")
+    band(ax, "ucx_get", "UCX uct posix get (bcopy)", "s:")
+    band(ax, "fi_pingpong", "libfabric shm fi_pingpong (ping-pong)", "v:")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("GB/s (10^9 bytes/s)")
+    ax.set_title("Bandwidth against message size (median over rounds, band = min–max)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(OUT, "bandwidth.png"), dpi=110)
+    plt.close(fig)
+    pngs.append(("bandwidth.png", "bandwidth against message size"))
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for op, style in (("ib_write_bw", "o-"), ("ib_read_bw", "s-"), ("ib_send_bw", "^-")):
+        xs, med, lo, hi = [], [], [], []
+        for s in sizes:
+            v = summ(ratio_series(series("bw", op, s), series("bw", "memcpy", s)).values())
+            if v:
+                xs.append(s), med.append(v[0]), lo.append(v[1]), hi.append(v[2])
+        if xs:
+            line, = ax.plot(xs, med, style, label=f"{op} / memcpy")
+            ax.fill_between(xs, lo, hi, alpha=0.2, color=line.get_color())
+    xs, med = [], []
+    for s in sizes:
+        v = summ(ratio_series(series("bw", "ib_write_bw", s), series("bw", "ucx_put_bw", s)).values())
+        if v:
+            xs.append(s), med.append(v[0])
+    if xs:
+        ax.plot(xs, med, "o:", label="ib_write_bw / UCX put_bw")
+    ax.axhline(0.9, color="r", lw=0.8, ls="--", label="0.9 (write target vs memcpy)")
+    ax.axhline(0.8, color="m", lw=0.8, ls="--", label="0.8 (read target vs memcpy)")
+    ax.axhline(1.0, color="g", lw=0.8, ls="--", label="1.0 (write target vs UCX)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("ratio (per round, median; band = min–max)")
+    ax.set_title("softrdma relative to the copy limit and to UCX")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(OUT, "ratios.png"), dpi=110)
+    plt.close(fig)
+    pngs.append(("ratios.png", "ratios against size"))
+
+lat_items = [
+    ("ib_write_lat", "lat", "softrdma\nwrite_lat", "C0"),
+    ("ucx_put_lat", "lat", "UCX\nput_lat", "C1"),
+    ("ib_send_lat", "lat", "softrdma\nsend_lat", "C0"),
+    ("ucx_am_lat", "lat", "UCX\nam_lat", "C1"),
+    ("fi8", "bw", "libfabric\npingpong", "C2"),
+    ("ib_read_lat", "lat", "softrdma\nread_lat", "C0"),
+    ("ucx_get_lat", "lat", "UCX\nget 8 B", "C1"),
+    ("ib_atomic_lat", "lat", "softrdma\natomic_lat", "C0"),
+    ("ucx_fadd_lat", "lat", "UCX\nfadd", "C1"),
+    ("probe", "lat", "busy-poll\nprobe", "0.5"),
+]
+lx, lm, le_lo, le_hi, lc, ll = [], [], [], [], [], []
+for metric, group, label, color in lat_items:
+    if metric == "fi8":
+        v = summ(series("bw", "fi_pingpong", 8, "oneway_usec").values())
+    elif metric == "probe":
+        v = summ([r.probe / 1000.0 for r in rows if r.group == "lat" and not math.isnan(r.probe)])
+    else:
+        v = summ(series(group, metric, 8).values())
+    if v:
+        lx.append(len(lx))
+        lm.append(v[0])
+        le_lo.append(v[0] - v[1])
+        le_hi.append(v[2] - v[0])
+        lc.append(color)
+        ll.append(label)
+if lx:
+    fig, ax = plt.subplots(figsize=(10, 5))
+    ax.bar(lx, lm, color=lc, yerr=[le_lo, le_hi], capsize=4)
+    # a probe that found both processes on one CPU takes milliseconds: keep
+    # the scale of the latencies and say so instead of squashing them
+    top = 1.25 * max([m + h for m, h, lab in zip(lm, le_hi, ll) if "probe" not in lab] or [max(lm)])
+    ax.set_ylim(0, top)
+    for x, m, h in zip(lx, lm, le_hi):
+        if m + h > top:
+            ax.text(x, top * 0.97, f"{m * 1000:.0f} ns\n(max {m + h:,.0f} µs,\noff scale)", ha="center",
+                    va="top", fontsize=7)
+        else:
+            ax.text(x, m + h, f"{m * 1000:.0f} ns", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(lx)
+    ax.set_xticklabels(ll, fontsize=8)
+    ax.set_ylabel("µs (median; bars = min–max over rounds)")
+    ax.set_title("8-byte latency: write/send/pingpong one-way (half round trip); read/atomic/get/fadd per operation")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(OUT, "latency.png"), dpi=110)
+    plt.close(fig)
+    pngs.append(("latency.png", "8-byte latency"))
+
+probe_rows = [r for r in rows if not math.isnan(r.probe)]
+if probe_rows:
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    for sysname, color in (("limit", "0.4"), ("softrdma", "C0"), ("ucx", "C1"), ("libfabric", "C2")):
+        pts = [(r.seq, r.probe) for r in probe_rows if r.system == sysname]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=6, color=color, label=f"before a {sysname} run")
+    ax.set_yscale("log")
+    ax.set_xlabel("measurement # (in run order)")
+    ax.set_ylabel("probe one-way ns")
+    ax.set_title("Placement probe before every measurement")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(OUT, "probe.png"), dpi=110)
+    plt.close(fig)
+    pngs.append(("probe.png", "placement probe over the run"))
+
+# ---------------------------------------------------------------- report
+try:
+    env = open(os.path.join(OUT, "env.txt")).read().rstrip()
+except OSError:
+    env = ""
+allprobe = summ([r.probe for r in probe_rows])
+meas = [r for r in rows if r.group in ("bw", "lat")]
+contended = [r for r in meas if num(r.extra.get("others", 0)) > 0]
+
+md = []
+md.append("# softrdma side by side: limits, peers, targets\n")
+md.append("Produced by `make bench` (bench/run.sh). Same host, two processes per test (server and client), "
+          "127.0.0.1 for the out-of-band exchange; softrdma runs Debian's unmodified perftest under "
+          "`build-release/bin/softrdma run --` with a private softrdmad.\n")
+md.append("```\n" + env + "\n```\n")
+md.append(f"Rounds: {len(rounds)}. Every figure below is the **median over the rounds (min–max)**. "
+          "Each round runs every measurement once, in pairs back to back (softrdma then its peer, "
+          "the order flipping every round: A B, B A, ...). **Ratios are taken per round** from the two "
+          "runs of that round and then summarised: on this VM only such interleaved ratios mean anything.\n")
+if allprobe:
+    md.append(f"Placement probe (bench/spin_probe: one-way latency of a busy-polled flag between two processes, "
+              f"median of batches), run right before every measurement: median {allprobe[0]:.0f} ns, "
+              f"min {allprobe[1]:.0f}, max {allprobe[2]:.0f} over {allprobe[3]} probes. "
+              "The table gives, per row, the median probe before the softrdma runs · before the peer runs.\n")
+md.append(f"Contention: before {len(contended)} of the {len(meas)} measurements another task was runnable "
+          "(`procs_running` in /proc/stat, less the reader itself); the two vCPUs are shared with whatever else runs "
+          "on the machine, and such rows are marked \"contended\" below. Busy-polling servers and clients lose most "
+          "when a third task takes one of the two CPUs.\n")
+md.append("## Targets (deliverable 2)\n")
+md.extend(target_lines)
+md.append("")
+md.extend(f"- {x}" for x in place_lines)
+md.append("\n## Side by side\n")
+md.extend(table)
+md.append("""
+Peers: ib_write_bw ↔ UCX uct `put_bw` over posix shared memory (`-d memory -x posix`, default data layout);
+ib_read_bw ↔ UCX `get` (bcopy); ib_send_bw ↔ libfabric shm `fi_pingpong` (a ping-pong: each message waits for the
+reply, so its bandwidth is latency-bound and lower than a streaming test; it is the only two-sided peer we have at
+all sizes); latencies ↔ UCX `put_lat`, `am_lat` (ping-pong tests), `get` and `fadd` (per-operation time of a
+one-sided test). The *limit* for bandwidth is single-thread memcpy of the same size (bench/memcpy_bw: glibc memcpy,
+a SIZE source copied to a SIZE destination repeatedly, so both stay in the cache level such a transfer would see);
+the limit for a one-way notification is the busy-poll probe of that same run.
+""")
+md.append("## Units and what each tool measures\n")
+md.append("""- Everything is converted to **GB/s = 10^9 bytes/s** and **µs**.
+- perftest `--report_gbits`: `BW average[Gb/sec]` is bytes·8/10^9 per second (perftest divides bytes by 125,000,000),
+  so GB/s = Gb/s ÷ 8. `MsgRate[Mpps]` is 10^6 messages/s. perftest times with the TSC and converts with `cpu MHz` from
+  /proc/cpuinfo (recorded above; the TSC runs at that rate on this VM).
+- perftest latency: `ib_write_lat` and `ib_send_lat` report **half the round trip** (ping-pong, `rtt_factor` 2 in
+  perftest's `print_report_lat`); `ib_read_lat` and `ib_atomic_lat` report the **whole operation** (post to
+  completion, `rtt_factor` 1). We use `t_typical` (the median), run with `-C` (TSC cycles, ~0.5 ns resolution
+  instead of the 10 ns of the µs print) and divided by the same `cpu MHz` perftest uses.
+- UCX `ucx_perftest`: bandwidth is printed in MB/s with **MB = 2^20 bytes** (perftest.c divides by 1024·1024), so
+  GB/s = MB/s × 1,048,576 / 10^9; `put_lat` and `am_lat` are ping-pong tests and report **half the round trip**
+  (libperf's `ucx_perf_calc_result` divides by 2 for ping-pong tests); `get` and `fadd` are one-sided
+  stream tests: the time per operation. We use the `50.0%ile` column (the median) for latency and the
+  `overall` columns for bandwidth and message rate.
+- libfabric `fi_pingpong`: `MB/sec` is bytes per µs = **10^6 bytes/s**, counting both directions of the ping-pong;
+  `usec/xfer` is elapsed / (iterations × 2) = **one way**.
+- So write_lat ↔ put_lat and send_lat ↔ am_lat compare half round trips with half round trips; read_lat ↔ get
+  and atomic_lat ↔ fadd compare a whole operation with a whole operation.
+""")
+md.append("## Resources\n")
+if res_lines:
+    md.extend(res_lines)
+    md.append("""
+"arena reserved" is the daemon's `softrdma status` line "KiB in objects" (heap chunks handed out in the
+shared arena; QP chunks are power-of-two sized); "arena pages resident" is what the arena memfd really holds
+(its st_blocks via /proc/DAEMON/fd), i.e. the pages touched so far: a QP's rings are touched as they are used,
+so a busy QP costs up to its reserved size. MRs live in a fixed key table in the arena, not in the heap, so
+their "KiB in objects" is 0; their cost is the daemon's bookkeeping and the touched key-table pages. Process
+RSS deltas count what softrdma's library adds in the process (the registered page itself moves from anonymous
+memory to a shared-memory backing at the same RSS).
+""")
+else:
+    md.append("resource_cost did not produce results.\n")
+md.extend(qp_lines)
+md.append("")
+if pin_lines:
+    md.append("## Does pinning matter?\n")
+    md.append("Nothing is pinned in the measurements above (the ucx_perftest `-c` option is CPU affinity, so it is "
+              "left out for UCX too: every program is treated alike). Three interleaved rounds, unpinned against "
+              "pinned:\n")
+    md.extend(pin_lines)
+    md.append("")
+md.append("## Plots\n")
+for fn, what in pngs:
+    md.append(f"![{what}]({fn})\n")
+md.append("## Files\n")
+md.append("raw.tsv (every measurement with its probe), progress.log, env.txt, resources.txt, qp_scale.txt, "
+          "logs/ (each server's and client's output, perftest's JSON).\n")
+
+with open(os.path.join(OUT, "report.md"), "w") as f:
+    f.write("\n".join(md) + "\n")
+print("\n".join(target_lines))
