@@ -201,8 +201,12 @@ struct sr_cq_shm {
 	_Atomic uint32_t stall_hint;   /* a QP sending to this CQ waits (RNR/ACK): poll retries it */
 	uint32_t flags;                /* enum sr_cq_flags, set by the owner at creation */
 	uint64_t ring_off;     /* arena offset of struct sr_cqe[cqe_cnt] */
-	struct sr_lock lock;   /* producers (any process) */
-	alignas(SR_CACHELINE) _Atomic uint32_t prod; /* next slot to fill (under lock) */
+	/* producer line: only producers write it (the consumer never reads it
+	 * on the fast path), so it does not bounce with every poll */
+	alignas(SR_CACHELINE) struct sr_lock lock; /* producers (any process) */
+	_Atomic uint32_t prod;  /* next slot to fill (under lock) */
+	uint32_t cons_cache;    /* producers' last view of cons (under lock) */
+	/* consumer line */
 	alignas(SR_CACHELINE) _Atomic uint32_t cons; /* next slot to poll (owner) */
 };
 
@@ -263,12 +267,10 @@ struct sr_qp_shm {
 	uint8_t ah_attr[32];    /* struct ibv_ah_attr as given (opaque here) */
 	uint8_t alt_ah_attr[32];
 	uint32_t alt_port_num, alt_pkey_index, alt_timeout, path_mig_state;
-	/* data path */
-	struct sr_lock sq_lock;  /* post_send and the SQ executor */
-	struct sr_lock rq_lock;  /* post_recv and consumers of the RQ */
 	_Atomic uint32_t async_events; /* bits (1 << enum ibv_event_type) pending for the owner */
+	/* data path, requester side: written by whoever holds sq_lock */
+	alignas(SR_CACHELINE) struct sr_lock sq_lock; /* post_send and the SQ executor */
 	_Atomic uint32_t stalled;     /* SQ head waits: enum sr_stall */
-	_Atomic uint32_t rnr_waiting; /* a sender waits (RNR) for a receive on this QP's RQ */
 	_Atomic uint64_t stall_deadline_ns; /* when the wait turns into an error; UINT64_MAX = never */
 	uint32_t exec_pos;            /* SQ index of the next WQE to execute (under sq_lock) */
 	uint32_t pad1;
@@ -276,6 +278,10 @@ struct sr_qp_shm {
 	 * store, no locked instruction: no cache line shared host-wide on the
 	 * data path); `softrdma status` adds them up. */
 	_Atomic uint64_t cnt[SR_CNT_MAX];
+	/* data path, responder side: written by post_recv and by executors
+	 * delivering to this QP, on its own line */
+	alignas(SR_CACHELINE) struct sr_lock rq_lock; /* post_recv and consumers of the RQ */
+	_Atomic uint32_t rnr_waiting; /* a sender waits (RNR) for a receive on this QP's RQ */
 	struct sr_wq sq;
 	struct sr_wq rq;
 };

@@ -489,6 +489,7 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 	cq->cqe_cnt = cnt;
 	cq->max_cqe = cnt - 1;
 	atomic_store_explicit(&cq->cons, 0, memory_order_relaxed);
+	cq->cons_cache = 0;
 	atomic_store_explicit(&cq->prod, pending, memory_order_release);
 	sr_shm_unlock(&cq->lock);
 	rep->u.cq.max_cqe = cnt - 1;

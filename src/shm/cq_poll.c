@@ -60,7 +60,10 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 
 		if (sr_qp_check_stall(ctx->arena, q, now, 0, sr_signal_fd, ctx))
 			continue;
-		if (!sr_shm_trylock(&q->sq_lock)) {
+		/* an RNR wait is ended by the responder's post_recv; an ACK wait
+		 * (responder absent or not ready) is retried here */
+		if (atomic_load_explicit(&q->stalled, memory_order_relaxed) == SR_STALL_NO_ACK &&
+		    !sr_shm_trylock(&q->sq_lock)) {
 			sr_exec_sq_locked(ctx, q);
 			sr_shm_unlock(&q->sq_lock);
 		}

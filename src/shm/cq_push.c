@@ -31,8 +31,13 @@ bool sr_cq_push(void *arena, struct sr_cq_shm *cq, const struct sr_cqe *e, bool 
 	sr_shm_lock(&cq->lock);
 	ring = sr_arena_ptr(arena, cq->ring_off);
 	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
-	/* pairs with the consumer's store-release of cons after reading an entry */
-	cons = atomic_load_explicit(&cq->cons, memory_order_acquire);
+	cons = cq->cons_cache;
+	if (prod - cons >= cq->cqe_cnt - 1) {
+		/* looks full: look at the consumer's line only now.  Pairs with
+		 * the consumer's store-release of cons after reading an entry */
+		cons = atomic_load_explicit(&cq->cons, memory_order_acquire);
+		cq->cons_cache = cons;
+	}
 	if (prod - cons >= cq->cqe_cnt - 1) {
 		sr_shm_unlock(&cq->lock);
 		atomic_store_explicit(&cq->overflow, 1, memory_order_relaxed);

@@ -270,7 +270,6 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 			x->stall_target = t;
 			res = X_STALL_RNR;
 		}
-		count(x->qp, SR_CNT_RNR, 1);
 		sr_shm_unlock(r.lock);
 		return res; /* UC/UD: dropped (C9-xx: no RNR on unreliable service) */
 	}
@@ -638,6 +637,8 @@ static void stall(struct sr_qp_shm *qp, struct sr_qp_shm *t, enum xres why)
 
 	if (atomic_load_explicit(&qp->stalled, memory_order_relaxed) == kind)
 		return; /* the clock runs from the first attempt */
+	if (kind == SR_STALL_RNR)
+		count(qp, SR_CNT_RNR, 1); /* RNR NAKs, once per wait */
 	if (kind == SR_STALL_RNR) {
 		/* C9-152: rnr_retry 7 retries forever */
 		if (qp->rnr_retry < 7)
@@ -725,7 +726,11 @@ fail_stalled:
 
 void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator)
 {
-	if (!initiator || !atomic_load_explicit(&initiator->stalled, memory_order_acquire))
+	/* No peek at `stalled` first: the sender sets the responder's waiting
+	 * flag before it records its own stall, both under its sq_lock, so
+	 * taking that lock is what guarantees we see the stall (no lost
+	 * wake-up).  Callers only kick when a flag or a state change says so. */
+	if (!initiator)
 		return;
 	sr_shm_lock(&initiator->sq_lock);
 	sr_exec_sq_locked(ctx, initiator);
