@@ -101,6 +101,7 @@ struct sr_wq {
 	uint32_t limit;      /* SRQ limit (srq_limit event threshold), 0 = disarmed */
 	uint64_t wqe_off;    /* arena offset of WQE 0 */
 	alignas(SR_CACHELINE) _Atomic uint32_t head;
+	uint32_t tail_cache; /* producer's last view of tail (producer side only) */
 	alignas(SR_CACHELINE) _Atomic uint32_t tail;
 };
 static_assert(sizeof(struct sr_wq) == 3 * SR_CACHELINE, "wq header layout");

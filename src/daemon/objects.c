@@ -758,6 +758,7 @@ static void attr_from_wire(const struct sr_qp_attr_wire *w, struct ibv_qp_attr *
 static void wq_reset(struct sr_wq *wq)
 {
 	atomic_store_explicit(&wq->head, 0, memory_order_relaxed);
+	wq->tail_cache = 0;
 	atomic_store_explicit(&wq->tail, 0, memory_order_relaxed);
 }
 

@@ -253,13 +253,16 @@ static int post_recv_ring(struct sr_context *ctx, struct sr_wq *wq, struct ibv_r
 	int ret = 0;
 
 	for (; wr; wr = wr->next) {
-		uint32_t tail = atomic_load_explicit(&wq->tail, memory_order_acquire);
 		struct sr_recv_wqe *w;
 		struct sr_sge_shm *sge;
 
-		if (head - tail >= wq->wqe_cnt) {
-			ret = ENOMEM;
-			break;
+		if (head - wq->tail_cache >= wq->wqe_cnt) {
+			/* looks full: read the consumer's line only now */
+			wq->tail_cache = atomic_load_explicit(&wq->tail, memory_order_acquire);
+			if (head - wq->tail_cache >= wq->wqe_cnt) {
+				ret = ENOMEM;
+				break;
+			}
 		}
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > wq->max_sge) {
 			ret = EINVAL;
