@@ -14,6 +14,7 @@
 
 #include <assert.h>
 #include <stdint.h>
+#include <string.h>
 #include <infiniband/verbs.h>
 
 #include <softrdma/layout.h>
@@ -100,6 +101,36 @@ struct sr_qp_attr_wire {
 	uint8_t alt_ah_attr[32];
 };
 static_assert(sizeof(struct ibv_ah_attr) == 32, "ibv_ah_attr size");
+
+/* Every scalar field of struct ibv_qp_attr that travels, once: both
+ * conversions below expand this list, so they cannot drift apart. */
+#define SR_QP_ATTR_WIRE_FIELDS(X)                                                               \
+	X(qp_state) X(cur_qp_state) X(path_mtu) X(path_mig_state) X(qkey) X(rq_psn) X(sq_psn)  \
+	X(dest_qp_num) X(qp_access_flags) X(cap.max_send_wr) X(cap.max_recv_wr)               \
+	X(cap.max_send_sge) X(cap.max_recv_sge) X(cap.max_inline_data) X(pkey_index)           \
+	X(alt_pkey_index) X(en_sqd_async_notify) X(sq_draining) X(max_rd_atomic)              \
+	X(max_dest_rd_atomic) X(min_rnr_timer) X(port_num) X(timeout) X(retry_cnt)            \
+	X(rnr_retry) X(alt_port_num) X(alt_timeout) X(rate_limit)
+
+static inline void sr_qp_attr_to_wire(const struct ibv_qp_attr *a, struct sr_qp_attr_wire *w)
+{
+	memset(w, 0, sizeof(*w));
+#define SR_X(f) w->f = a->f;
+	SR_QP_ATTR_WIRE_FIELDS(SR_X)
+#undef SR_X
+	memcpy(w->ah_attr, &a->ah_attr, sizeof(w->ah_attr));
+	memcpy(w->alt_ah_attr, &a->alt_ah_attr, sizeof(w->alt_ah_attr));
+}
+
+static inline void sr_qp_attr_from_wire(const struct sr_qp_attr_wire *w, struct ibv_qp_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+#define SR_X(f) a->f = w->f;
+	SR_QP_ATTR_WIRE_FIELDS(SR_X)
+#undef SR_X
+	memcpy(&a->ah_attr, w->ah_attr, sizeof(a->ah_attr));
+	memcpy(&a->alt_ah_attr, w->alt_ah_attr, sizeof(a->alt_ah_attr));
+}
 
 struct sr_mr_seg {
 	uint32_t fd_id;   /* SR_FD_MEM registered by this client */

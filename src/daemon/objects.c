@@ -720,41 +720,6 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	return 0;
 }
 
-static void attr_from_wire(const struct sr_qp_attr_wire *w, struct ibv_qp_attr *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->qp_state = w->qp_state;
-	a->cur_qp_state = w->cur_qp_state;
-	a->path_mtu = w->path_mtu;
-	a->path_mig_state = w->path_mig_state;
-	a->qkey = w->qkey;
-	a->rq_psn = w->rq_psn;
-	a->sq_psn = w->sq_psn;
-	a->dest_qp_num = w->dest_qp_num;
-	a->qp_access_flags = w->qp_access_flags;
-	a->cap.max_send_wr = w->cap.max_send_wr;
-	a->cap.max_recv_wr = w->cap.max_recv_wr;
-	a->cap.max_send_sge = w->cap.max_send_sge;
-	a->cap.max_recv_sge = w->cap.max_recv_sge;
-	a->cap.max_inline_data = w->cap.max_inline_data;
-	memcpy(&a->ah_attr, w->ah_attr, sizeof(a->ah_attr));
-	memcpy(&a->alt_ah_attr, w->alt_ah_attr, sizeof(a->alt_ah_attr));
-	a->pkey_index = w->pkey_index;
-	a->alt_pkey_index = w->alt_pkey_index;
-	a->en_sqd_async_notify = w->en_sqd_async_notify;
-	a->sq_draining = w->sq_draining;
-	a->max_rd_atomic = w->max_rd_atomic;
-	a->max_dest_rd_atomic = w->max_dest_rd_atomic;
-	a->min_rnr_timer = w->min_rnr_timer;
-	a->port_num = w->port_num;
-	a->timeout = w->timeout;
-	a->retry_cnt = w->retry_cnt;
-	a->rnr_retry = w->rnr_retry;
-	a->alt_port_num = w->alt_port_num;
-	a->alt_timeout = w->alt_timeout;
-	a->rate_limit = w->rate_limit;
-}
-
 static void wq_reset(struct sr_wq *wq)
 {
 	atomic_store_explicit(&wq->head, 0, memory_order_relaxed);
@@ -787,7 +752,7 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	if (!o)
 		return -EINVAL;
 	qp = sr_arena_at(d->arena, o->u.shm.off);
-	attr_from_wire(&req->u.modify_qp.attr, &a);
+	sr_qp_attr_from_wire(&req->u.modify_qp.attr, &a);
 	ret = sr_qp_modify_check(qp->type, atomic_load_explicit(&qp->state, memory_order_acquire), &a, mask, &lim, &next);
 	if (ret)
 		return ret;

@@ -160,41 +160,6 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 	return NULL;
 }
 
-static void attr_to_wire(const struct ibv_qp_attr *a, struct sr_qp_attr_wire *w)
-{
-	memset(w, 0, sizeof(*w));
-	w->qp_state = a->qp_state;
-	w->cur_qp_state = a->cur_qp_state;
-	w->path_mtu = a->path_mtu;
-	w->path_mig_state = a->path_mig_state;
-	w->qkey = a->qkey;
-	w->rq_psn = a->rq_psn;
-	w->sq_psn = a->sq_psn;
-	w->dest_qp_num = a->dest_qp_num;
-	w->qp_access_flags = a->qp_access_flags;
-	w->cap.max_send_wr = a->cap.max_send_wr;
-	w->cap.max_recv_wr = a->cap.max_recv_wr;
-	w->cap.max_send_sge = a->cap.max_send_sge;
-	w->cap.max_recv_sge = a->cap.max_recv_sge;
-	w->cap.max_inline_data = a->cap.max_inline_data;
-	memcpy(w->ah_attr, &a->ah_attr, sizeof(w->ah_attr));
-	memcpy(w->alt_ah_attr, &a->alt_ah_attr, sizeof(w->alt_ah_attr));
-	w->pkey_index = a->pkey_index;
-	w->alt_pkey_index = a->alt_pkey_index;
-	w->en_sqd_async_notify = a->en_sqd_async_notify;
-	w->sq_draining = a->sq_draining;
-	w->max_rd_atomic = a->max_rd_atomic;
-	w->max_dest_rd_atomic = a->max_dest_rd_atomic;
-	w->min_rnr_timer = a->min_rnr_timer;
-	w->port_num = a->port_num;
-	w->timeout = a->timeout;
-	w->retry_cnt = a->retry_cnt;
-	w->rnr_retry = a->rnr_retry;
-	w->alt_port_num = a->alt_port_num;
-	w->alt_timeout = a->alt_timeout;
-	w->rate_limit = a->rate_limit;
-}
-
 int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 {
 	struct sr_context *ctx;
@@ -211,7 +176,7 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	req.op = SR_OP_MODIFY_QP;
 	req.handle = qp->qp_num;
 	req.u.modify_qp.attr_mask = attr_mask;
-	attr_to_wire(attr, &req.u.modify_qp.attr);
+	sr_qp_attr_to_wire(attr, &req.u.modify_qp.attr);
 	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret)
 		return -ret;
