@@ -27,8 +27,8 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid,
-		  uint16_t lid, enum ibv_mtu mtu)
+static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid, uint16_t lid,
+		  enum ibv_mtu mtu)
 {
 	struct ibv_qp_attr a;
 
@@ -36,8 +36,8 @@ static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid
 	a.qp_state = IBV_QPS_INIT;
 	a.pkey_index = 0;
 	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
+	a.qp_access_flags =
+	    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		return -1;
@@ -57,7 +57,7 @@ static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid
 	a.ah_attr.port_num = 1;
 	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		return -1;
 
 	memset(&a, 0, sizeof(a));
@@ -69,7 +69,7 @@ static int to_rts(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid
 	a.max_rd_atomic = 16;
 	return ibv_modify_qp(qp, &a,
 			     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 int main(int argc, char **argv)
@@ -108,11 +108,13 @@ int main(int argc, char **argv)
 	t0 = now_s();
 	for (int i = 0; i < 2 * n; i++) {
 		struct ibv_qp_init_attr ia = {
-			.send_cq = cq,
-			.recv_cq = cq,
-			.cap = { .max_send_wr = 128, .max_recv_wr = 128, .max_send_sge = 1,
-				 .max_recv_sge = 1 },
-			.qp_type = IBV_QPT_RC,
+		    .send_cq = cq,
+		    .recv_cq = cq,
+		    .cap = {.max_send_wr = 128,
+			    .max_recv_wr = 128,
+			    .max_send_sge = 1,
+			    .max_recv_sge = 1},
+		    .qp_type = IBV_QPT_RC,
 		};
 
 		qp[i] = ibv_create_qp(pd, &ia);

@@ -127,8 +127,7 @@ static void take(struct snap *s)
 	s->t = now_s();
 }
 
-static void report(const char *kind, int n, const struct snap *a, const struct snap *b,
-		   double secs)
+static void report(const char *kind, int n, const struct snap *a, const struct snap *b, double secs)
 {
 	printf("%s %d %ld %ld %ld %ld %.6f\n", kind, n, b->arena_kib - a->arena_kib,
 	       b->arena_res_kib - a->arena_res_kib, b->proc_kib - a->proc_kib,
@@ -186,11 +185,13 @@ int main(int argc, char **argv)
 	t0 = now_s();
 	for (int i = 0; i < nqp; i++) {
 		struct ibv_qp_init_attr ia = {
-			.send_cq = cq,
-			.recv_cq = cq,
-			.cap = { .max_send_wr = 128, .max_recv_wr = 128, .max_send_sge = 1,
-				 .max_recv_sge = 1 },
-			.qp_type = IBV_QPT_RC,
+		    .send_cq = cq,
+		    .recv_cq = cq,
+		    .cap = {.max_send_wr = 128,
+			    .max_recv_wr = 128,
+			    .max_send_sge = 1,
+			    .max_recv_sge = 1},
+		    .qp_type = IBV_QPT_RC,
 		};
 
 		qps[i] = ibv_create_qp(pd, &ia);
@@ -212,7 +213,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nmr; i++) {
 		mrs[i] = ibv_reg_mr(pd, pages + (size_t)nmr * ps, ps,
 				    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					    IBV_ACCESS_REMOTE_READ);
+					IBV_ACCESS_REMOTE_READ);
 		if (!mrs[i]) {
 			perror("ibv_reg_mr (same page)");
 			return 1;
@@ -233,7 +234,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nown; i++) {
 		mrs[i] = ibv_reg_mr(pd, pages + (size_t)2 * i * ps, ps,
 				    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					    IBV_ACCESS_REMOTE_READ);
+					IBV_ACCESS_REMOTE_READ);
 		if (!mrs[i]) {
 			perror("ibv_reg_mr (own page)");
 			return 1;

@@ -29,9 +29,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BATCH 64
+#define BATCH	    64
 #define MAX_BATCHES 200000
-#define STOP UINT64_MAX
+#define STOP	    UINT64_MAX
 
 static double now_ns(void)
 {

@@ -27,29 +27,29 @@
 
 #include "core/shmlock.h"
 
-#define SR_ARENA_MAGIC 0x534f4654524d4131ull /* "SOFTRMA1" */
+#define SR_ARENA_MAGIC	 0x534f4654524d4131ull /* "SOFTRMA1" */
 #define SR_ARENA_VERSION 1u
 
-#define SR_CACHELINE 64
-#define SR_MAX_KEYS (1u << 18) /* = 2^SR_KEY_INDEX_BITS */
-#define SR_MAX_QPS (1u << 17)  /* = 2^SR_QPN_INDEX_BITS */
-#define SR_MAX_SRQS (1u << 17)
+#define SR_CACHELINE	      64
+#define SR_MAX_KEYS	      (1u << 18) /* = 2^SR_KEY_INDEX_BITS */
+#define SR_MAX_QPS	      (1u << 17) /* = 2^SR_QPN_INDEX_BITS */
+#define SR_MAX_SRQS	      (1u << 17)
 #define SR_ARENA_DEFAULT_SIZE (8ull << 30) /* sparse memfd: pages cost only when touched */
 
 /* Device capabilities: advertised by query_device and enforced by the daemon. */
-#define SR_MAX_QP_WR 16384
-#define SR_MAX_SGE 32
-#define SR_MAX_INLINE 512
-#define SR_MAX_CQE (1 << 20)
-#define SR_MAX_SRQ_WR 16384
-#define SR_MAX_RD_ATOM 128
-#define SR_MAX_MR_SIZE (1ull << 40)
-#define SR_MAX_PD (1u << 16)
-#define SR_MAX_AH (1u << 20)
-#define SR_MAX_MCAST_GRP 1024
+#define SR_MAX_QP_WR	    16384
+#define SR_MAX_SGE	    32
+#define SR_MAX_INLINE	    512
+#define SR_MAX_CQE	    (1 << 20)
+#define SR_MAX_SRQ_WR	    16384
+#define SR_MAX_RD_ATOM	    128
+#define SR_MAX_MR_SIZE	    (1ull << 40)
+#define SR_MAX_PD	    (1u << 16)
+#define SR_MAX_AH	    (1u << 20)
+#define SR_MAX_MCAST_GRP    1024
 #define SR_MAX_MCAST_ATTACH 64
-#define SR_GID_TBL_LEN 16
-#define SR_PKEY_TBL_LEN 1
+#define SR_GID_TBL_LEN	    16
+#define SR_PKEY_TBL_LEN	    1
 #define SR_NUM_COMP_VECTORS 1
 
 /* Memory-key table entry.  Readers (any process) validate remote and local
@@ -63,19 +63,19 @@ enum sr_key_kind {
 };
 
 struct sr_key_entry {
-	_Atomic uint32_t seq;  /* seqlock; release on write end, acquire on read */
-	uint32_t key;          /* full 32-bit lkey/rkey, 0 when invalid */
-	uint32_t kind;         /* enum sr_key_kind */
-	uint32_t pd;           /* daemon PD handle (host-wide unique) */
-	uint32_t access;       /* IBV_ACCESS_* */
-	uint32_t owner_pid;    /* process whose address space holds `addr` */
-	uint64_t iova;         /* first byte address as seen on the wire */
+	_Atomic uint32_t seq; /* seqlock; release on write end, acquire on read */
+	uint32_t key;	      /* full 32-bit lkey/rkey, 0 when invalid */
+	uint32_t kind;	      /* enum sr_key_kind */
+	uint32_t pd;	      /* daemon PD handle (host-wide unique) */
+	uint32_t access;      /* IBV_ACCESS_* */
+	uint32_t owner_pid;   /* process whose address space holds `addr` */
+	uint64_t iova;	      /* first byte address as seen on the wire */
 	uint64_t length;
-	uint64_t addr;         /* owner's virtual address of iova (MR: region start) */
-	uint64_t reg_seq;      /* registration number: never reused; cache tag */
-	uint32_t parent_key;   /* MW: the MR it is bound to; 0 when unbound */
-	uint32_t mw_qpn;       /* type-2 MW: QP it is bound to */
-	uint32_t state;        /* MW: 0 free, 1 bound, 2 invalidated */
+	uint64_t addr;	     /* owner's virtual address of iova (MR: region start) */
+	uint64_t reg_seq;    /* registration number: never reused; cache tag */
+	uint32_t parent_key; /* MW: the MR it is bound to; 0 when unbound */
+	uint32_t mw_qpn;     /* type-2 MW: QP it is bound to */
+	uint32_t state;	     /* MW: 0 free, 1 bound, 2 invalidated */
 	uint32_t pad;
 };
 static_assert(sizeof(struct sr_key_entry) == 72, "key entry layout");
@@ -93,13 +93,13 @@ static_assert(sizeof(struct sr_qpn_slot) == 8, "qpn slot layout");
  * load-acquire(head) then reads the WQE.  Consumer reads a WQE then
  * store-release(tail); producer load-acquire(tail) before reusing a slot. */
 struct sr_wq {
-	uint32_t wqe_cnt;    /* power of two */
-	uint32_t stride;     /* bytes per WQE, multiple of 64 */
+	uint32_t wqe_cnt; /* power of two */
+	uint32_t stride;  /* bytes per WQE, multiple of 64 */
 	uint32_t max_sge;
 	uint32_t max_inline;
-	uint32_t max_wr;     /* as reported to the application */
-	uint32_t limit;      /* SRQ limit (srq_limit event threshold), 0 = disarmed */
-	uint64_t wqe_off;    /* arena offset of WQE 0 */
+	uint32_t max_wr;  /* as reported to the application */
+	uint32_t limit;	  /* SRQ limit (srq_limit event threshold), 0 = disarmed */
+	uint64_t wqe_off; /* arena offset of WQE 0 */
 	alignas(SR_CACHELINE) _Atomic uint32_t head;
 	uint32_t tail_cache; /* producer's last view of tail (producer side only) */
 	alignas(SR_CACHELINE) _Atomic uint32_t tail;
@@ -123,25 +123,25 @@ enum sr_wqe_flags {
 /* Send WQE header; sge[num_sge] or inline bytes follow it. */
 struct sr_send_wqe {
 	uint64_t wr_id;
-	uint8_t opcode;      /* enum ibv_wr_opcode */
-	uint8_t flags;       /* enum sr_wqe_flags */
+	uint8_t opcode; /* enum ibv_wr_opcode */
+	uint8_t flags;	/* enum sr_wqe_flags */
 	uint16_t num_sge;
 	uint32_t imm_or_inv; /* imm_data (network order) or invalidate_rkey */
 	uint64_t remote_addr;
 	uint32_t rkey;
-	uint32_t total_len;  /* sum of SGE lengths or inline length */
+	uint32_t total_len; /* sum of SGE lengths or inline length */
 	uint64_t compare_add;
 	uint64_t swap;
-	uint32_t ud_qpn;     /* UD: destination QPN */
+	uint32_t ud_qpn; /* UD: destination QPN */
 	uint32_t ud_qkey;
-	uint32_t bind_mw_key;   /* BIND_MW: the window's rkey (new value) */
-	uint32_t bind_mr_key;   /* BIND_MW: the MR's lkey */
+	uint32_t bind_mw_key; /* BIND_MW: the window's rkey (new value) */
+	uint32_t bind_mr_key; /* BIND_MW: the MR's lkey */
 	uint64_t bind_addr;
 	uint64_t bind_length;
 	uint32_t bind_access;
-	uint32_t ud_ah_global;  /* UD: AH had is_global */
-	uint8_t ud_dgid[16];    /* UD: destination GID (multicast group when ud_qpn is 0xffffff) */
-	uint8_t ud_sgid[16];    /* UD: source GID, for the receiver's GRH */
+	uint32_t ud_ah_global; /* UD: AH had is_global */
+	uint8_t ud_dgid[16];   /* UD: destination GID (multicast group when ud_qpn is 0xffffff) */
+	uint8_t ud_sgid[16];   /* UD: source GID, for the receiver's GRH */
 	uint8_t pad[8];
 };
 static_assert(sizeof(struct sr_send_wqe) == 128, "send wqe layout");
@@ -158,11 +158,11 @@ static_assert(sizeof(struct sr_recv_wqe) == 16, "recv wqe layout");
  * consumer load-acquires seq and compares it with the index it expects. */
 struct sr_cqe {
 	_Atomic uint32_t seq;
-	uint32_t status;     /* enum ibv_wc_status */
+	uint32_t status; /* enum ibv_wc_status */
 	uint64_t wr_id;
-	uint32_t opcode;     /* enum ibv_wc_opcode */
+	uint32_t opcode; /* enum ibv_wc_opcode */
 	uint32_t byte_len;
-	uint32_t imm_data;   /* network order, or invalidated rkey */
+	uint32_t imm_data; /* network order, or invalidated rkey */
 	uint32_t qp_num;
 	uint32_t src_qp;
 	uint32_t wc_flags;
@@ -172,7 +172,7 @@ struct sr_cqe {
 	uint8_t sl;
 	uint8_t dlid_path_bits;
 	uint8_t pad[6];
-	uint64_t timestamp;  /* CLOCK_MONOTONIC ns */
+	uint64_t timestamp; /* CLOCK_MONOTONIC ns */
 };
 static_assert(sizeof(struct sr_cqe) == 64, "cqe layout");
 
@@ -189,24 +189,24 @@ enum sr_cq_arm {
 /* Completion queue: many producers (any process executing work for a QP
  * bound to it) under `lock`; one consumer side (the owner's poll_cq). */
 struct sr_cq_shm {
-	uint32_t cqe_cnt;      /* ring entries, power of two */
-	uint32_t max_cqe;      /* as reported to the application */
-	uint32_t channel_fd_id;/* daemon fd-registry id of the comp channel, 0 none */
-	uint32_t async_fd_id;  /* owner context's async event fd id */
-	uint32_t handle;       /* daemon CQ handle */
+	uint32_t cqe_cnt;	/* ring entries, power of two */
+	uint32_t max_cqe;	/* as reported to the application */
+	uint32_t channel_fd_id; /* daemon fd-registry id of the comp channel, 0 none */
+	uint32_t async_fd_id;	/* owner context's async event fd id */
+	uint32_t handle;	/* daemon CQ handle */
 	uint32_t owner_pid;
-	_Atomic uint32_t arm;  /* enum sr_cq_arm; producer exchanges it to 0 */
+	_Atomic uint32_t arm;	 /* enum sr_cq_arm; producer exchanges it to 0 */
 	_Atomic uint32_t events; /* events raised, not yet taken by get_cq_event */
 	_Atomic uint32_t overflow;
 	_Atomic uint32_t async_events; /* bit (1 << IBV_EVENT_CQ_ERR) pending for the owner */
-	_Atomic uint32_t stall_hint;   /* a QP sending to this CQ waits (RNR/ACK): poll retries it */
-	uint32_t flags;                /* enum sr_cq_flags, set by the owner at creation */
-	uint64_t ring_off;     /* arena offset of struct sr_cqe[cqe_cnt] */
+	_Atomic uint32_t stall_hint; /* a QP sending to this CQ waits (RNR/ACK): poll retries it */
+	uint32_t flags;		     /* enum sr_cq_flags, set by the owner at creation */
+	uint64_t ring_off;	     /* arena offset of struct sr_cqe[cqe_cnt] */
 	/* producer line: only producers write it (the consumer never reads it
 	 * on the fast path), so it does not bounce with every poll */
 	alignas(SR_CACHELINE) struct sr_lock lock; /* producers (any process) */
-	_Atomic uint32_t prod;  /* next slot to fill (under lock) */
-	uint32_t cons_cache;    /* producers' last view of cons (under lock) */
+	_Atomic uint32_t prod;			   /* next slot to fill (under lock) */
+	uint32_t cons_cache;			   /* producers' last view of cons (under lock) */
 	/* consumer line */
 	alignas(SR_CACHELINE) _Atomic uint32_t cons; /* next slot to poll (owner) */
 };
@@ -217,12 +217,12 @@ struct sr_srq_shm {
 	uint32_t pd;
 	uint32_t owner_pid;
 	uint32_t async_fd_id;
-	uint64_t user_handle;   /* owner's struct ibv_srq * for async events */
+	uint64_t user_handle; /* owner's struct ibv_srq * for async events */
 	_Atomic uint32_t limit_armed;
 	_Atomic uint32_t async_events; /* bits (1 << enum ibv_event_type) pending for the owner */
 	_Atomic uint32_t rnr_waiting;  /* a sender waits (RNR) for a receive on this SRQ */
 	uint32_t pad;
-	struct sr_lock lock;    /* consumers (executors) and producers */
+	struct sr_lock lock; /* consumers (executors) and producers */
 	struct sr_wq rq;
 };
 
@@ -242,13 +242,13 @@ enum sr_counter {
  * modify_qp (slow path) before it replies; executors read them. */
 struct sr_qp_shm {
 	uint32_t qpn;
-	uint32_t type;          /* enum ibv_qp_type */
+	uint32_t type;		/* enum ibv_qp_type */
 	_Atomic uint32_t state; /* enum ibv_qp_state; the daemon or an executor (to ERR/SQE) */
 	uint32_t pd;
 	uint32_t owner_pid;
 	uint32_t async_fd_id;
-	uint64_t user_handle;   /* owner's struct ibv_qp * for async events */
-	uint32_t srqn;          /* 0 = own RQ */
+	uint64_t user_handle; /* owner's struct ibv_qp * for async events */
+	uint32_t srqn;	      /* 0 = own RQ */
 	uint32_t sq_sig_all;
 	uint64_t send_cq_off;
 	uint64_t recv_cq_off;
@@ -256,7 +256,7 @@ struct sr_qp_shm {
 	/* attributes */
 	uint32_t dest_qpn;
 	uint32_t qkey;
-	uint32_t access;        /* qp_access_flags */
+	uint32_t access; /* qp_access_flags */
 	uint32_t sq_psn;
 	uint32_t rq_psn;
 	uint8_t path_mtu, timeout, retry_cnt, rnr_retry;
@@ -265,15 +265,16 @@ struct sr_qp_shm {
 	uint8_t sq_draining;
 	uint8_t en_sqd_async_notify;
 	uint32_t pad0;
-	uint8_t ah_attr[32];    /* struct ibv_ah_attr as given (opaque here) */
+	uint8_t ah_attr[32]; /* struct ibv_ah_attr as given (opaque here) */
 	uint8_t alt_ah_attr[32];
 	uint32_t alt_port_num, alt_pkey_index, alt_timeout, path_mig_state;
 	_Atomic uint32_t async_events; /* bits (1 << enum ibv_event_type) pending for the owner */
 	/* data path, requester side: written by whoever holds sq_lock */
 	alignas(SR_CACHELINE) struct sr_lock sq_lock; /* post_send and the SQ executor */
-	_Atomic uint32_t stalled;     /* SQ head waits: enum sr_stall */
-	_Atomic uint64_t stall_deadline_ns; /* when the wait turns into an error; UINT64_MAX = never */
-	uint32_t exec_pos;            /* SQ index of the next WQE to execute (under sq_lock) */
+	_Atomic uint32_t stalled;		      /* SQ head waits: enum sr_stall */
+	_Atomic uint64_t
+	    stall_deadline_ns; /* when the wait turns into an error; UINT64_MAX = never */
+	uint32_t exec_pos;     /* SQ index of the next WQE to execute (under sq_lock) */
 	uint32_t pad1;
 	/* Per-QP counters, written only by the sq_lock holder (plain load +
 	 * store, no locked instruction: no cache line shared host-wide on the
@@ -291,7 +292,7 @@ struct sr_qp_shm {
  * attach/detach; senders read a consistent copy of the member list. */
 struct sr_mcast_group {
 	_Atomic uint32_t seq;
-	uint32_t nqp;           /* 0 = free slot */
+	uint32_t nqp; /* 0 = free slot */
 	uint8_t gid[16];
 	uint32_t qpn[SR_MAX_MCAST_ATTACH];
 };
@@ -299,8 +300,8 @@ struct sr_mcast_group {
 /* Why a QP's send queue head is waiting (IBTA 9.7.5.2.8 RNR, 9.7.6.1.3 timeout). */
 enum sr_stall {
 	SR_STALL_NONE = 0,
-	SR_STALL_RNR = 1,       /* no receive WQE at the responder: RNR NAK, retried */
-	SR_STALL_NO_ACK = 2,    /* responder absent or not ready: no ACK, retried */
+	SR_STALL_RNR = 1,    /* no receive WQE at the responder: RNR NAK, retried */
+	SR_STALL_NO_ACK = 2, /* responder absent or not ready: no ACK, retried */
 };
 
 struct sr_arena_hdr {
@@ -314,10 +315,9 @@ struct sr_arena_hdr {
 	uint64_t mcasttab_off;
 	uint64_t heap_off;
 	uint64_t heap_size;
-	_Atomic uint64_t reg_seq;     /* source of sr_key_entry.reg_seq */
-	uint64_t counters[16];        /* totals of destroyed QPs (enum sr_counter); daemon only */
+	_Atomic uint64_t reg_seq; /* source of sr_key_entry.reg_seq */
+	uint64_t counters[16];	  /* totals of destroyed QPs (enum sr_counter); daemon only */
 };
-
 
 static inline void *sr_arena_ptr(void *base, uint64_t off)
 {

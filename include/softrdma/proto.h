@@ -20,9 +20,9 @@
 #include <softrdma/layout.h>
 
 #define SR_PROTO_VERSION 1u
-#define SR_SOCKET_FMT "softrdma-%u" /* abstract name, %u = uid */
-#define SR_DEV_NAME "soft0"
-#define SR_MR_MAX_SEGS 32
+#define SR_SOCKET_FMT	 "softrdma-%u" /* abstract name, %u = uid */
+#define SR_DEV_NAME	 "soft0"
+#define SR_MR_MAX_SEGS	 32
 
 enum sr_op {
 	SR_OP_HELLO = 1,
@@ -52,13 +52,13 @@ enum sr_op {
 };
 
 enum sr_fd_kind {
-	SR_FD_MEM = 1,   /* memfd backing registered memory */
+	SR_FD_MEM = 1,	 /* memfd backing registered memory */
 	SR_FD_EVENT = 2, /* eventfd: completion channel or async event fd */
 };
 
 struct sr_gid_info {
 	uint8_t gid[16];
-	uint32_t type;    /* enum ibv_gid_type */
+	uint32_t type; /* enum ibv_gid_type */
 	uint32_t ifindex;
 	char ifname[16];
 };
@@ -78,7 +78,7 @@ struct sr_dev_info {
 	uint64_t arena_size;
 	uint32_t client_id;
 	uint32_t daemon_pid;
-	uint64_t boot_ns;    /* daemon start time, CLOCK_MONOTONIC */
+	uint64_t boot_ns; /* daemon start time, CLOCK_MONOTONIC */
 };
 
 struct sr_req_qp_caps {
@@ -104,13 +104,14 @@ static_assert(sizeof(struct ibv_ah_attr) == 32, "ibv_ah_attr size");
 
 /* Every scalar field of struct ibv_qp_attr that travels, once: both
  * conversions below expand this list, so they cannot drift apart. */
-#define SR_QP_ATTR_WIRE_FIELDS(X)                                                               \
-	X(qp_state) X(cur_qp_state) X(path_mtu) X(path_mig_state) X(qkey) X(rq_psn) X(sq_psn)  \
-	X(dest_qp_num) X(qp_access_flags) X(cap.max_send_wr) X(cap.max_recv_wr)               \
-	X(cap.max_send_sge) X(cap.max_recv_sge) X(cap.max_inline_data) X(pkey_index)           \
-	X(alt_pkey_index) X(en_sqd_async_notify) X(sq_draining) X(max_rd_atomic)              \
-	X(max_dest_rd_atomic) X(min_rnr_timer) X(port_num) X(timeout) X(retry_cnt)            \
-	X(rnr_retry) X(alt_port_num) X(alt_timeout) X(rate_limit)
+#define SR_QP_ATTR_WIRE_FIELDS(X)                                                                  \
+	X(qp_state)                                                                                \
+	X(cur_qp_state) X(path_mtu) X(path_mig_state) X(qkey) X(rq_psn) X(sq_psn) X(dest_qp_num)   \
+	    X(qp_access_flags) X(cap.max_send_wr) X(cap.max_recv_wr) X(cap.max_send_sge)           \
+		X(cap.max_recv_sge) X(cap.max_inline_data) X(pkey_index) X(alt_pkey_index)         \
+		    X(en_sqd_async_notify) X(sq_draining) X(max_rd_atomic) X(max_dest_rd_atomic)   \
+			X(min_rnr_timer) X(port_num) X(timeout) X(retry_cnt) X(rnr_retry)          \
+			    X(alt_port_num) X(alt_timeout) X(rate_limit)
 
 static inline void sr_qp_attr_to_wire(const struct ibv_qp_attr *a, struct sr_qp_attr_wire *w)
 {
@@ -133,14 +134,14 @@ static inline void sr_qp_attr_from_wire(const struct sr_qp_attr_wire *w, struct 
 }
 
 struct sr_mr_seg {
-	uint32_t fd_id;   /* SR_FD_MEM registered by this client */
+	uint32_t fd_id; /* SR_FD_MEM registered by this client */
 	uint32_t pad;
-	uint64_t fd_off;  /* offset in the memfd of the segment's first byte */
+	uint64_t fd_off; /* offset in the memfd of the segment's first byte */
 	uint64_t len;
 };
 
 struct sr_req {
-	uint32_t op;     /* enum sr_op */
+	uint32_t op;	 /* enum sr_op */
 	uint32_t handle; /* object the request is about (PD, CQ, QPN, ...) */
 	union {
 		struct {
@@ -148,7 +149,7 @@ struct sr_req {
 			uint32_t flags; /* 1 = monitor (softrdma status): holds no resources */
 		} hello;
 		struct {
-			uint32_t kind;  /* enum sr_fd_kind */
+			uint32_t kind; /* enum sr_fd_kind */
 		} reg_fd;
 		struct {
 			uint32_t pd;
@@ -202,7 +203,7 @@ struct sr_req {
 };
 
 struct sr_rep {
-	int32_t status;  /* 0 or -errno */
+	int32_t status;	 /* 0 or -errno */
 	uint32_t handle; /* new object's handle/number */
 	union {
 		struct sr_dev_info hello;
@@ -216,7 +217,8 @@ struct sr_rep {
 			uint64_t iova, length;
 			uint32_t owner_pid;
 			uint32_t nsegs;
-			struct sr_mr_seg segs[SR_MR_MAX_SEGS]; /* fd_id replaced by the order of passed fds */
+			struct sr_mr_seg
+			    segs[SR_MR_MAX_SEGS]; /* fd_id replaced by the order of passed fds */
 		} mr_map;
 		struct {
 			uint64_t off; /* arena offset of struct sr_cq_shm */

@@ -61,7 +61,7 @@ void sr_daemon_path(const void *self, char *buf, unsigned len)
 
 static int try_connect(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char name[100];
 	socklen_t len;
 	int fd;
@@ -84,7 +84,7 @@ static int try_connect(void)
 static int spawn_daemon(const void *self)
 {
 	char path[PATH_MAX];
-	char *argv[] = { path, NULL };
+	char *argv[] = {path, NULL};
 	pid_t pid;
 	int status;
 
@@ -117,7 +117,7 @@ static int spawn_daemon(const void *self)
 
 int sr_daemon_connect(bool spawn, const void *self)
 {
-	struct timespec ts = { 0, 5 * 1000 * 1000 };
+	struct timespec ts = {0, 5 * 1000 * 1000};
 	int fd = try_connect();
 
 	if (fd >= 0 || !spawn || getenv("SOFTRDMA_NO_SPAWN"))

@@ -16,12 +16,12 @@
 
 #include "idalloc.h"
 
-#define SR_KEY_TAG_BITS		6
-#define SR_KEY_TAG_SHIFT	8
-#define SR_KEY_INDEX_SHIFT	(SR_KEY_TAG_SHIFT + SR_KEY_TAG_BITS)	/* 14 */
-#define SR_QPN_TAG_BITS		7
-#define SR_QPN_TAG_SHIFT	SR_QPN_INDEX_BITS			/* 17 */
-#define SR_QPN_MULTICAST	0xFFFFFFu
+#define SR_KEY_TAG_BITS	   6
+#define SR_KEY_TAG_SHIFT   8
+#define SR_KEY_INDEX_SHIFT (SR_KEY_TAG_SHIFT + SR_KEY_TAG_BITS) /* 14 */
+#define SR_QPN_TAG_BITS	   7
+#define SR_QPN_TAG_SHIFT   SR_QPN_INDEX_BITS /* 17 */
+#define SR_QPN_MULTICAST   0xFFFFFFu
 
 _Static_assert(SR_KEY_INDEX_SHIFT + SR_KEY_INDEX_BITS == 32, "key layout");
 _Static_assert(SR_QPN_TAG_SHIFT + SR_QPN_TAG_BITS == 24, "QPN layout");
@@ -54,8 +54,7 @@ void sr_idalloc_fini(struct sr_idalloc *a)
 }
 
 /* First clear bit in [from, to), or -1. */
-static int64_t sr_idalloc_find_clear(const struct sr_idalloc *a, uint32_t from,
-				     uint32_t to)
+static int64_t sr_idalloc_find_clear(const struct sr_idalloc *a, uint32_t from, uint32_t to)
 {
 	uint64_t w, bits;
 	uint32_t pos = from;
@@ -63,8 +62,8 @@ static int64_t sr_idalloc_find_clear(const struct sr_idalloc *a, uint32_t from,
 	while (pos < to) {
 		w = pos / 64;
 		bits = ~a->bitmap[w];
-		bits &= ~0ULL << (pos % 64);		/* drop bits below pos */
-		if (to - (uint32_t)(w * 64) < 64)	/* drop bits at/after to */
+		bits &= ~0ULL << (pos % 64);	  /* drop bits below pos */
+		if (to - (uint32_t)(w * 64) < 64) /* drop bits at/after to */
 			bits &= (1ULL << (to - w * 64)) - 1;
 		if (bits)
 			return (int64_t)(w * 64 + (uint64_t)__builtin_ctzll(bits));
@@ -90,7 +89,7 @@ int64_t sr_idalloc_get(struct sr_idalloc *a)
 	if (idx < 0)
 		idx = sr_idalloc_find_clear(a, a->base, a->next);
 	if (idx < 0)
-		return -ENOSPC;	/* in_use out of sync; never expected */
+		return -ENOSPC; /* in_use out of sync; never expected */
 
 	a->bitmap[idx / 64] |= 1ULL << (idx % 64);
 	a->in_use++;
@@ -143,7 +142,7 @@ uint32_t sr_qpn_make(uint32_t index, uint32_t rnd)
 	qpn = (tag << SR_QPN_TAG_SHIFT) | index;
 	/* 0 and 1 are the special QPs, 0xFFFFFF is the multicast QPN. */
 	if (qpn <= 1 || qpn == SR_QPN_MULTICAST)
-		qpn ^= 1u << SR_QPN_TAG_SHIFT;	/* flip the lowest tag bit */
+		qpn ^= 1u << SR_QPN_TAG_SHIFT; /* flip the lowest tag bit */
 	return qpn;
 }
 
@@ -169,7 +168,7 @@ static uint64_t sr_random_mix(uint64_t x)
 
 uint32_t sr_random32(void)
 {
-	struct timespec mono = { 0 }, real = { 0 };
+	struct timespec mono = {0}, real = {0};
 	uint32_t v;
 	uint64_t seed;
 	ssize_t n;

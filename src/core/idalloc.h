@@ -15,17 +15,19 @@
 #include <stdint.h>
 
 struct sr_idalloc {
-	uint32_t base;      /* smallest index handed out (e.g. 2: QPN 0 and 1 are reserved) */
-	uint32_t limit;     /* indices are in [base, limit) */
-	uint32_t next;      /* rotating search start: indices are not reused at once */
+	uint32_t base;	/* smallest index handed out (e.g. 2: QPN 0 and 1 are reserved) */
+	uint32_t limit; /* indices are in [base, limit) */
+	uint32_t next;	/* rotating search start: indices are not reused at once */
 	uint32_t in_use;
-	uint64_t *bitmap;   /* limit bits, caller allocates with sr_idalloc_init */
+	uint64_t *bitmap; /* limit bits, caller allocates with sr_idalloc_init */
 };
 
-int  sr_idalloc_init(struct sr_idalloc *a, uint32_t base, uint32_t limit); /* 0 / -ENOMEM / -EINVAL */
+int sr_idalloc_init(struct sr_idalloc *a, uint32_t base,
+		    uint32_t limit); /* 0 / -ENOMEM / -EINVAL */
 void sr_idalloc_fini(struct sr_idalloc *a);
-int64_t sr_idalloc_get(struct sr_idalloc *a);    /* index, or -ENOSPC when full */
-int  sr_idalloc_put(struct sr_idalloc *a, uint32_t idx); /* 0, or -EINVAL if idx not allocated / out of range */
+int64_t sr_idalloc_get(struct sr_idalloc *a); /* index, or -ENOSPC when full */
+int sr_idalloc_put(struct sr_idalloc *a,
+		   uint32_t idx); /* 0, or -EINVAL if idx not allocated / out of range */
 bool sr_idalloc_test(const struct sr_idalloc *a, uint32_t idx);
 
 /*
@@ -41,8 +43,8 @@ bool sr_idalloc_test(const struct sr_idalloc *a, uint32_t idx);
  */
 #define SR_KEY_INDEX_BITS 18
 #define SR_QPN_INDEX_BITS 17
-#define SR_KEY_INDEX_MAX ((1u << SR_KEY_INDEX_BITS) - 1)
-#define SR_QPN_INDEX_MAX ((1u << SR_QPN_INDEX_BITS) - 1)
+#define SR_KEY_INDEX_MAX  ((1u << SR_KEY_INDEX_BITS) - 1)
+#define SR_QPN_INDEX_MAX  ((1u << SR_QPN_INDEX_BITS) - 1)
 
 /*
  * Tag and key byte from rnd. Never returns 0; moreover bits [31:8] are never
@@ -56,6 +58,7 @@ uint32_t sr_key_index(uint32_t key);
  */
 uint32_t sr_qpn_make(uint32_t index, uint32_t rnd);
 uint32_t sr_qpn_index(uint32_t qpn);
-uint32_t sr_random32(void);  /* from getrandom(2) (GRND_NONBLOCK), falling back to a seeded xorshift */
+uint32_t
+sr_random32(void); /* from getrandom(2) (GRND_NONBLOCK), falling back to a seeded xorshift */
 
 #endif /* SOFTRDMA_CORE_IDALLOC_H */

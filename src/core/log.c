@@ -25,14 +25,17 @@ void sr_log_init(const char *who)
 
 void sr_log_printf(int level, const char *func, const char *fmt, ...)
 {
-	static const char *const names[] = { "error", "warn", "info", "debug", "trace" };
+	static const char *const names[] = {"error", "warn", "info", "debug", "trace"};
 	int saved = errno;
 	char line[1024];
 	va_list ap;
 	int n;
 
 	n = snprintf(line, sizeof(line), "%s[%d] %s: %s: ", sr_log_who, (int)getpid(),
-		     names[level < 0 ? 0 : level > 4 ? 4 : level], func);
+		     names[level < 0   ? 0
+			   : level > 4 ? 4
+				       : level],
+		     func);
 	va_start(ap, fmt);
 	if (n > 0 && n < (int)sizeof(line))
 		vsnprintf(line + n, sizeof(line) - n, fmt, ap);

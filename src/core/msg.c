@@ -15,8 +15,8 @@ int sr_msg_send(int sock, const void *buf, size_t len, const int *fds, int nfds)
 		char buf[CMSG_SPACE(sizeof(int) * SR_MSG_MAX_FDS)];
 		struct cmsghdr align;
 	} cbuf;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	if (nfds > SR_MSG_MAX_FDS)
 		return -EINVAL;
@@ -48,10 +48,11 @@ long sr_msg_recv(int sock, void *buf, size_t len, int *fds, int *nfds)
 		char buf[CMSG_SPACE(sizeof(int) * SR_MSG_MAX_FDS)];
 		struct cmsghdr align;
 	} cbuf;
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = cbuf.buf,
-			     .msg_controllen = sizeof(cbuf.buf) };
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf.buf,
+			    .msg_controllen = sizeof(cbuf.buf)};
 	int cap = nfds ? *nfds : 0;
 	ssize_t n;
 

@@ -20,8 +20,8 @@ enum sr_qp_col {
 	SR_COL_RC,
 	SR_COL_UC,
 	SR_COL_UD,
-	SR_COL_XRC_SEND,	/* XRC initiator: RC send side */
-	SR_COL_XRC_RECV,	/* XRC target: RC receive side */
+	SR_COL_XRC_SEND, /* XRC initiator: RC send side */
+	SR_COL_XRC_RECV, /* XRC target: RC receive side */
 	SR_COL_NUM
 };
 
@@ -37,19 +37,19 @@ enum sr_qp_col {
 #define M_TMO	IBV_QP_TIMEOUT
 #define M_RTY	IBV_QP_RETRY_CNT
 #define M_RNRR	IBV_QP_RNR_RETRY
-#define M_RQPSN	IBV_QP_RQ_PSN
+#define M_RQPSN IBV_QP_RQ_PSN
 #define M_RDAT	IBV_QP_MAX_QP_RD_ATOMIC
 #define M_ALT	IBV_QP_ALT_PATH
 #define M_RNRT	IBV_QP_MIN_RNR_TIMER
-#define M_SQPSN	IBV_QP_SQ_PSN
-#define M_DRDAT	IBV_QP_MAX_DEST_RD_ATOMIC
+#define M_SQPSN IBV_QP_SQ_PSN
+#define M_DRDAT IBV_QP_MAX_DEST_RD_ATOMIC
 #define M_MIG	IBV_QP_PATH_MIG_STATE
 #define M_DQPN	IBV_QP_DEST_QPN
 
 /* Attributes that may be changed while RTS/SQD → RTS (connected types). */
-#define M_RC_RTS_OPT	(M_CUR | M_ALT | M_ACC | M_RNRT | M_MIG)
-#define M_UC_RTS_OPT	(M_CUR | M_ALT | M_ACC | M_MIG)
-#define M_UD_RTS_OPT	(M_CUR | M_QKEY)
+#define M_RC_RTS_OPT (M_CUR | M_ALT | M_ACC | M_RNRT | M_MIG)
+#define M_UC_RTS_OPT (M_CUR | M_ALT | M_ACC | M_MIG)
+#define M_UD_RTS_OPT (M_CUR | M_QKEY)
 
 struct sr_qp_rule {
 	enum ibv_qp_state from;
@@ -62,120 +62,133 @@ struct sr_qp_rule {
  * Legal transitions other than "any → RESET" and "any → ERR". Column order:
  * RC, UC, UD, XRC_SEND, XRC_RECV.
  */
-static const struct sr_qp_rule sr_qp_rules[] = {
-	/* Reset → Init: bind the QP to a port and partition (IBTA 10.3.1.2). */
-	{ IBV_QPS_RESET, IBV_QPS_INIT,
-	  .req = {
-		[SR_COL_RC] = M_PKEY | M_PORT | M_ACC,
-		[SR_COL_UC] = M_PKEY | M_PORT | M_ACC,
-		[SR_COL_UD] = M_PKEY | M_PORT | M_QKEY,
-		[SR_COL_XRC_SEND] = M_PKEY | M_PORT | M_ACC,
-		[SR_COL_XRC_RECV] = M_PKEY | M_PORT | M_ACC,
-	  } },
-	/* Init → Init: the Reset → Init attributes may be changed again. */
-	{ IBV_QPS_INIT, IBV_QPS_INIT,
-	  .opt = {
-		[SR_COL_RC] = M_PKEY | M_PORT | M_ACC,
-		[SR_COL_UC] = M_PKEY | M_PORT | M_ACC,
-		[SR_COL_UD] = M_PKEY | M_PORT | M_QKEY,
-		[SR_COL_XRC_SEND] = M_PKEY | M_PORT | M_ACC,
-		[SR_COL_XRC_RECV] = M_PKEY | M_PORT | M_ACC,
-	  } },
-	/* Init → RTR: the receive side learns its peer (IBTA 10.3.1.3). */
-	{ IBV_QPS_INIT, IBV_QPS_RTR,
-	  .req = {
-		[SR_COL_RC] = M_AV | M_MTU | M_DQPN | M_RQPSN | M_DRDAT | M_RNRT,
-		[SR_COL_UC] = M_AV | M_MTU | M_DQPN | M_RQPSN,
-		[SR_COL_UD] = 0,
-		[SR_COL_XRC_SEND] = M_AV | M_MTU | M_DQPN | M_RQPSN,
-		[SR_COL_XRC_RECV] = M_AV | M_MTU | M_DQPN | M_RQPSN | M_DRDAT | M_RNRT,
-	  },
-	  .opt = {
-		[SR_COL_RC] = M_ALT | M_ACC | M_PKEY,
-		[SR_COL_UC] = M_ALT | M_ACC | M_PKEY,
-		[SR_COL_UD] = M_PKEY | M_QKEY,
-		[SR_COL_XRC_SEND] = M_ALT | M_ACC | M_PKEY,
-		[SR_COL_XRC_RECV] = M_ALT | M_ACC | M_PKEY,
-	  } },
-	/* RTR → RTS: the send side gets its PSN and retry policy (IBTA 10.3.1.4). */
-	{ IBV_QPS_RTR, IBV_QPS_RTS,
-	  .req = {
-		[SR_COL_RC] = M_TMO | M_RTY | M_RNRR | M_SQPSN | M_RDAT,
-		[SR_COL_UC] = M_SQPSN,
-		[SR_COL_UD] = M_SQPSN,
-		[SR_COL_XRC_SEND] = M_TMO | M_RTY | M_RNRR | M_SQPSN | M_RDAT,
-		[SR_COL_XRC_RECV] = M_TMO | M_SQPSN,
-	  },
-	  .opt = {
-		[SR_COL_RC] = M_RC_RTS_OPT,
-		[SR_COL_UC] = M_UC_RTS_OPT,
-		[SR_COL_UD] = M_UD_RTS_OPT,
-		[SR_COL_XRC_SEND] = M_UC_RTS_OPT,
-		[SR_COL_XRC_RECV] = M_RC_RTS_OPT,
-	  } },
-	/* RTS → RTS: run-time tuning. */
-	{ IBV_QPS_RTS, IBV_QPS_RTS,
-	  .opt = {
-		[SR_COL_RC] = M_RC_RTS_OPT,
-		[SR_COL_UC] = M_UC_RTS_OPT,
-		[SR_COL_UD] = M_UD_RTS_OPT,
-		[SR_COL_XRC_SEND] = M_UC_RTS_OPT,
-		[SR_COL_XRC_RECV] = M_RC_RTS_OPT,
-	  } },
-	/* RTS → SQD: drain the send queue (IBTA 10.3.1.5). */
-	{ IBV_QPS_RTS, IBV_QPS_SQD,
-	  .opt = {
-		[SR_COL_RC] = M_SQDN,
-		[SR_COL_UC] = M_SQDN,
-		[SR_COL_UD] = M_SQDN,
-		[SR_COL_XRC_SEND] = M_SQDN,
-		[SR_COL_XRC_RECV] = M_SQDN,
-	  } },
-	/* SQD → RTS: resume. */
-	{ IBV_QPS_SQD, IBV_QPS_RTS,
-	  .opt = {
-		[SR_COL_RC] = M_RC_RTS_OPT,
-		[SR_COL_UC] = M_UC_RTS_OPT,
-		[SR_COL_UD] = M_UD_RTS_OPT,
-		[SR_COL_XRC_SEND] = M_UC_RTS_OPT,
-		[SR_COL_XRC_RECV] = M_RC_RTS_OPT,
-	  } },
-	/* SQD → SQD: the path and most transport parameters may be reloaded. */
-	{ IBV_QPS_SQD, IBV_QPS_SQD,
-	  .opt = {
-		[SR_COL_RC] = M_PORT | M_AV | M_TMO | M_RTY | M_RNRR | M_RDAT |
-			      M_DRDAT | M_ALT | M_ACC | M_PKEY | M_RNRT | M_MIG,
-		[SR_COL_UC] = M_AV | M_ALT | M_ACC | M_PKEY | M_MIG,
-		[SR_COL_UD] = M_PKEY | M_QKEY,
-		[SR_COL_XRC_SEND] = M_PORT | M_AV | M_TMO | M_RTY | M_RNRR |
-				    M_RDAT | M_ALT | M_ACC | M_PKEY | M_MIG,
-		[SR_COL_XRC_RECV] = M_PORT | M_AV | M_TMO | M_DRDAT | M_ALT |
-				    M_ACC | M_PKEY | M_RNRT | M_MIG,
-	  } },
-	/*
-	 * SQE → RTS: recover from a send error (IBTA 10.3.1.7). Only UD and UC
-	 * ever enter SQE (an RC error goes to ERR); the RC/XRC rows accept the
-	 * bare state change like Linux does.
-	 */
-	{ IBV_QPS_SQE, IBV_QPS_RTS,
-	  .opt = {
-		[SR_COL_UC] = M_CUR | M_ACC,
-		[SR_COL_UD] = M_CUR | M_QKEY,
-	  } },
+static const struct sr_qp_rule
+    sr_qp_rules[] =
+	{
+	    /* Reset → Init: bind the QP to a port and partition (IBTA 10.3.1.2). */
+	    {IBV_QPS_RESET, IBV_QPS_INIT,
+	     .req =
+		 {
+		     [SR_COL_RC] = M_PKEY | M_PORT | M_ACC,
+		     [SR_COL_UC] = M_PKEY | M_PORT | M_ACC,
+		     [SR_COL_UD] = M_PKEY | M_PORT | M_QKEY,
+		     [SR_COL_XRC_SEND] = M_PKEY | M_PORT | M_ACC,
+		     [SR_COL_XRC_RECV] = M_PKEY | M_PORT | M_ACC,
+		 }},
+	    /* Init → Init: the Reset → Init attributes may be changed again. */
+	    {IBV_QPS_INIT, IBV_QPS_INIT,
+	     .opt =
+		 {
+		     [SR_COL_RC] = M_PKEY | M_PORT | M_ACC,
+		     [SR_COL_UC] = M_PKEY | M_PORT | M_ACC,
+		     [SR_COL_UD] = M_PKEY | M_PORT | M_QKEY,
+		     [SR_COL_XRC_SEND] = M_PKEY | M_PORT | M_ACC,
+		     [SR_COL_XRC_RECV] = M_PKEY | M_PORT | M_ACC,
+		 }},
+	    /* Init → RTR: the receive side learns its peer (IBTA 10.3.1.3). */
+	    {IBV_QPS_INIT, IBV_QPS_RTR,
+	     .req =
+		 {
+		     [SR_COL_RC] = M_AV | M_MTU | M_DQPN | M_RQPSN | M_DRDAT | M_RNRT,
+		     [SR_COL_UC] = M_AV | M_MTU | M_DQPN | M_RQPSN,
+		     [SR_COL_UD] = 0,
+		     [SR_COL_XRC_SEND] = M_AV | M_MTU | M_DQPN | M_RQPSN,
+		     [SR_COL_XRC_RECV] = M_AV | M_MTU | M_DQPN | M_RQPSN | M_DRDAT | M_RNRT,
+		 },
+	     .opt =
+		 {
+		     [SR_COL_RC] = M_ALT | M_ACC | M_PKEY,
+		     [SR_COL_UC] = M_ALT | M_ACC | M_PKEY,
+		     [SR_COL_UD] = M_PKEY | M_QKEY,
+		     [SR_COL_XRC_SEND] = M_ALT | M_ACC | M_PKEY,
+		     [SR_COL_XRC_RECV] = M_ALT | M_ACC | M_PKEY,
+		 }},
+	    /* RTR → RTS: the send side gets its PSN and retry policy (IBTA 10.3.1.4). */
+	    {IBV_QPS_RTR, IBV_QPS_RTS,
+	     .req =
+		 {
+		     [SR_COL_RC] = M_TMO | M_RTY | M_RNRR | M_SQPSN | M_RDAT,
+		     [SR_COL_UC] = M_SQPSN,
+		     [SR_COL_UD] = M_SQPSN,
+		     [SR_COL_XRC_SEND] = M_TMO | M_RTY | M_RNRR | M_SQPSN | M_RDAT,
+		     [SR_COL_XRC_RECV] = M_TMO | M_SQPSN,
+		 },
+	     .opt =
+		 {
+		     [SR_COL_RC] = M_RC_RTS_OPT,
+		     [SR_COL_UC] = M_UC_RTS_OPT,
+		     [SR_COL_UD] = M_UD_RTS_OPT,
+		     [SR_COL_XRC_SEND] = M_UC_RTS_OPT,
+		     [SR_COL_XRC_RECV] = M_RC_RTS_OPT,
+		 }},
+	    /* RTS → RTS: run-time tuning. */
+	    {IBV_QPS_RTS, IBV_QPS_RTS,
+	     .opt =
+		 {
+		     [SR_COL_RC] = M_RC_RTS_OPT,
+		     [SR_COL_UC] = M_UC_RTS_OPT,
+		     [SR_COL_UD] = M_UD_RTS_OPT,
+		     [SR_COL_XRC_SEND] = M_UC_RTS_OPT,
+		     [SR_COL_XRC_RECV] = M_RC_RTS_OPT,
+		 }},
+	    /* RTS → SQD: drain the send queue (IBTA 10.3.1.5). */
+	    {IBV_QPS_RTS, IBV_QPS_SQD,
+	     .opt =
+		 {
+		     [SR_COL_RC] = M_SQDN,
+		     [SR_COL_UC] = M_SQDN,
+		     [SR_COL_UD] = M_SQDN,
+		     [SR_COL_XRC_SEND] = M_SQDN,
+		     [SR_COL_XRC_RECV] = M_SQDN,
+		 }},
+	    /* SQD → RTS: resume. */
+	    {IBV_QPS_SQD, IBV_QPS_RTS,
+	     .opt =
+		 {
+		     [SR_COL_RC] = M_RC_RTS_OPT,
+		     [SR_COL_UC] = M_UC_RTS_OPT,
+		     [SR_COL_UD] = M_UD_RTS_OPT,
+		     [SR_COL_XRC_SEND] = M_UC_RTS_OPT,
+		     [SR_COL_XRC_RECV] = M_RC_RTS_OPT,
+		 }},
+	    /* SQD → SQD: the path and most transport parameters may be reloaded. */
+	    {IBV_QPS_SQD, IBV_QPS_SQD,
+	     .opt =
+		 {
+		     [SR_COL_RC] = M_PORT | M_AV | M_TMO | M_RTY | M_RNRR | M_RDAT | M_DRDAT |
+				   M_ALT | M_ACC | M_PKEY | M_RNRT | M_MIG,
+		     [SR_COL_UC] = M_AV | M_ALT | M_ACC | M_PKEY | M_MIG,
+		     [SR_COL_UD] = M_PKEY | M_QKEY,
+		     [SR_COL_XRC_SEND] = M_PORT | M_AV | M_TMO | M_RTY | M_RNRR | M_RDAT |
+					 M_ALT | M_ACC | M_PKEY | M_MIG,
+		     [SR_COL_XRC_RECV] =
+			 M_PORT | M_AV | M_TMO | M_DRDAT | M_ALT | M_ACC | M_PKEY | M_RNRT | M_MIG,
+		 }},
+	    /*
+	     * SQE → RTS: recover from a send error (IBTA 10.3.1.7). Only UD and UC
+	     * ever enter SQE (an RC error goes to ERR); the RC/XRC rows accept the
+	     * bare state change like Linux does.
+	     */
+	    {IBV_QPS_SQE, IBV_QPS_RTS,
+	     .opt =
+		 {
+		     [SR_COL_UC] = M_CUR | M_ACC,
+		     [SR_COL_UD] = M_CUR | M_QKEY,
+		 }},
 };
 
-#define SR_QP_RULES_NUM	(sizeof(sr_qp_rules) / sizeof(sr_qp_rules[0]))
+#define SR_QP_RULES_NUM (sizeof(sr_qp_rules) / sizeof(sr_qp_rules[0]))
 
 /* Bits Linux strips from XRC requests before checking (modify_qp_mask()). */
 static const uint32_t sr_qp_ignored[SR_COL_NUM] = {
-	[SR_COL_XRC_SEND] = M_DRDAT | M_RNRT,
-	[SR_COL_XRC_RECV] = M_RDAT | M_RTY | M_RNRR,
+    [SR_COL_XRC_SEND] = M_DRDAT | M_RNRT,
+    [SR_COL_XRC_RECV] = M_RDAT | M_RTY | M_RNRR,
 };
 
 /* Access flags a QP may carry; LOCAL_WRITE and MW_BIND are tolerated no-ops. */
-#define SR_QP_ACCESS_OK	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
-			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
-			 IBV_ACCESS_MW_BIND)
+#define SR_QP_ACCESS_OK                                                                            \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
 
 static int sr_qp_col_of(enum ibv_qp_type type)
 {
@@ -204,8 +217,8 @@ static bool sr_qp_state_ok(unsigned int s)
  * Looks up the required and optional masks of from → to for column col.
  * Returns false if the transition is not legal.
  */
-static bool sr_qp_rule_find(enum ibv_qp_state from, enum ibv_qp_state to,
-			    int col, uint32_t *req, uint32_t *opt)
+static bool sr_qp_rule_find(enum ibv_qp_state from, enum ibv_qp_state to, int col, uint32_t *req,
+			    uint32_t *opt)
 {
 	size_t i;
 
@@ -248,8 +261,7 @@ static int sr_qp_values_check(const struct ibv_qp_attr *attr, uint32_t mask,
 		if ((mask & M_PORT) && attr->ah_attr.port_num != attr->port_num)
 			return -EINVAL;
 	}
-	if ((mask & M_MTU) &&
-	    (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > lim->max_mtu))
+	if ((mask & M_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > lim->max_mtu))
 		return -EINVAL;
 	/* Local ACK timeout, RNR NAK timer: 5-bit fields (IBTA 9.7.6.1.3, 9.7.5.2.8). */
 	if ((mask & M_TMO) && attr->timeout > 31)
@@ -284,9 +296,8 @@ static int sr_qp_values_check(const struct ibv_qp_attr *attr, uint32_t mask,
 	return 0;
 }
 
-int sr_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur,
-		       const struct ibv_qp_attr *attr, int attr_mask,
-		       const struct sr_qp_limits *lim, enum ibv_qp_state *next)
+int sr_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur, const struct ibv_qp_attr *attr,
+		       int attr_mask, const struct sr_qp_limits *lim, enum ibv_qp_state *next)
 {
 	uint32_t mask = (uint32_t)attr_mask;
 	enum ibv_qp_state to;
@@ -308,8 +319,7 @@ int sr_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur,
 	 * Whether the bit is allowed at all is decided by the rule table.
 	 */
 	if (mask & M_CUR) {
-		if (!sr_qp_state_ok(attr->cur_qp_state) ||
-		    attr->cur_qp_state != cur)
+		if (!sr_qp_state_ok(attr->cur_qp_state) || attr->cur_qp_state != cur)
 			return -EINVAL;
 	}
 	if (mask & IBV_QP_STATE) {
@@ -317,7 +327,7 @@ int sr_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur,
 			return -EINVAL;
 		to = attr->qp_state;
 	} else {
-		to = cur;	/* no state change: "same state" rules apply */
+		to = cur; /* no state change: "same state" rules apply */
 	}
 
 	mask &= ~sr_qp_ignored[col];
@@ -339,13 +349,9 @@ int sr_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur,
 const char *sr_qp_state_name(enum ibv_qp_state s)
 {
 	static const char *const names[] = {
-		[IBV_QPS_RESET] = "RESET",
-		[IBV_QPS_INIT] = "INIT",
-		[IBV_QPS_RTR] = "RTR",
-		[IBV_QPS_RTS] = "RTS",
-		[IBV_QPS_SQD] = "SQD",
-		[IBV_QPS_SQE] = "SQE",
-		[IBV_QPS_ERR] = "ERR",
+	    [IBV_QPS_RESET] = "RESET", [IBV_QPS_INIT] = "INIT", [IBV_QPS_RTR] = "RTR",
+	    [IBV_QPS_RTS] = "RTS",     [IBV_QPS_SQD] = "SQD",	[IBV_QPS_SQE] = "SQE",
+	    [IBV_QPS_ERR] = "ERR",
 	};
 
 	if ((unsigned int)s < sizeof(names) / sizeof(names[0]))

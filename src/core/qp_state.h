@@ -14,13 +14,14 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 
-struct sr_qp_limits {            /* device/port limits used for value checks */
-	uint8_t  port_count;      /* valid ports are 1..port_count */
+struct sr_qp_limits {		  /* device/port limits used for value checks */
+	uint8_t port_count;	  /* valid ports are 1..port_count */
 	uint16_t pkey_table_len;  /* pkey_index must be < this */
-	enum ibv_mtu max_mtu;     /* path_mtu must be IBV_MTU_256..max_mtu */
-	uint8_t  max_rd_atom;     /* max_rd_atomic (initiator depth) limit */
-	uint8_t  max_dest_rd_atom;/* max_dest_rd_atomic (responder) limit */
-	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data; /* for IBV_QP_CAP */
+	enum ibv_mtu max_mtu;	  /* path_mtu must be IBV_MTU_256..max_mtu */
+	uint8_t max_rd_atom;	  /* max_rd_atomic (initiator depth) limit */
+	uint8_t max_dest_rd_atom; /* max_dest_rd_atomic (responder) limit */
+	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge,
+	    max_inline_data; /* for IBV_QP_CAP */
 };
 
 /*
@@ -28,9 +29,9 @@ struct sr_qp_limits {            /* device/port limits used for value checks */
  * sq_psn/rq_psn values are accepted by sr_qp_modify_check(); the caller must
  * store (psn & SR_QP_PSN_MASK).
  */
-#define SR_QP_PSN_MASK	0xFFFFFFu
+#define SR_QP_PSN_MASK 0xFFFFFFu
 /* QPNs are 24 bits; dest_qp_num above this is rejected. */
-#define SR_QP_QPN_MASK	0xFFFFFFu
+#define SR_QP_QPN_MASK 0xFFFFFFu
 
 /*
  * Checks a modify request; returns 0 and sets *next, or -EINVAL. cur is the
@@ -42,9 +43,8 @@ struct sr_qp_limits {            /* device/port limits used for value checks */
  * XRC_SEND, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_RETRY_CNT and IBV_QP_RNR_RETRY
  * on XRC_RECV. The caller must not apply those attributes.
  */
-int sr_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur,
-		       const struct ibv_qp_attr *attr, int attr_mask,
-		       const struct sr_qp_limits *lim, enum ibv_qp_state *next);
+int sr_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur, const struct ibv_qp_attr *attr,
+		       int attr_mask, const struct sr_qp_limits *lim, enum ibv_qp_state *next);
 
 /* "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"; "UNKNOWN" otherwise. */
 const char *sr_qp_state_name(enum ibv_qp_state s);

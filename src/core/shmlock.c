@@ -55,9 +55,8 @@ void sr_shm_lock_slow(struct sr_lock *l, uint32_t me)
 		uint32_t h = atomic_load_explicit(&l->holder, memory_order_relaxed);
 
 		if (h == 0) {
-			if (atomic_compare_exchange_weak_explicit(&l->holder, &h, me,
-								  memory_order_acquire,
-								  memory_order_relaxed))
+			if (atomic_compare_exchange_weak_explicit(
+				&l->holder, &h, me, memory_order_acquire, memory_order_relaxed))
 				return;
 			continue;
 		}
@@ -74,10 +73,9 @@ void sr_shm_lock_slow(struct sr_lock *l, uint32_t me)
 				next_check = t + 5000000;
 			} else if (t >= next_check) {
 				next_check = t + 5000000;
-				if (holder_dead(h) &&
-				    atomic_compare_exchange_strong_explicit(&l->holder, &h, me,
-									    memory_order_acquire,
-									    memory_order_relaxed))
+				if (holder_dead(h) && atomic_compare_exchange_strong_explicit(
+							  &l->holder, &h, me, memory_order_acquire,
+							  memory_order_relaxed))
 					return;
 			}
 		}

@@ -28,7 +28,7 @@ struct sr_lock {
 	_Atomic uint32_t holder; /* thread id of the holder, 0 = free */
 };
 
-uint32_t sr_thread_id(void);  /* cached gettid(), reset in a fork child */
+uint32_t sr_thread_id(void); /* cached gettid(), reset in a fork child */
 void sr_shm_lock_slow(struct sr_lock *l, uint32_t me);
 
 static inline int sr_shm_lock_init(struct sr_lock *l)
@@ -41,9 +41,9 @@ static inline void sr_shm_lock(struct sr_lock *l)
 {
 	uint32_t me = sr_thread_id(), free_ = 0;
 
-	if (__builtin_expect(atomic_compare_exchange_strong_explicit(
-				     &l->holder, &free_, me, memory_order_acquire,
-				     memory_order_relaxed),
+	if (__builtin_expect(atomic_compare_exchange_strong_explicit(&l->holder, &free_, me,
+								     memory_order_acquire,
+								     memory_order_relaxed),
 			     1))
 		return;
 	sr_shm_lock_slow(l, me);
@@ -56,8 +56,8 @@ static inline int sr_shm_trylock(struct sr_lock *l)
 
 	return atomic_compare_exchange_strong_explicit(&l->holder, &free_, sr_thread_id(),
 						       memory_order_acquire, memory_order_relaxed)
-		       ? 0
-		       : EBUSY;
+		   ? 0
+		   : EBUSY;
 }
 
 static inline void sr_shm_unlock(struct sr_lock *l)

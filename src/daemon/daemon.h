@@ -37,11 +37,11 @@ struct sr_client;
  * as in the kernel. */
 struct sr_obj {
 	enum sr_obj_kind kind;
-	uint32_t handle;           /* handle, QPN, SRQN or key */
+	uint32_t handle; /* handle, QPN, SRQN or key */
 	struct sr_client *owner;
 	struct sr_obj *cnext, *cprev; /* owner's list */
 	uint32_t users;
-	struct sr_obj *deps[4];    /* objects this one holds a use of */
+	struct sr_obj *deps[4]; /* objects this one holds a use of */
 	union {
 		struct {
 			int fd;
@@ -56,7 +56,7 @@ struct sr_obj {
 		struct {
 			uint64_t off;
 			uint64_t size;
-		} shm;       /* CQ, QP, SRQ: heap chunk */
+		} shm; /* CQ, QP, SRQ: heap chunk */
 		struct {
 			uint32_t type;
 		} mw;
@@ -107,8 +107,8 @@ void sr_heap_fini(struct sr_daemon *d);
 /* objects.c: request handlers and teardown */
 int sr_objects_init(struct sr_daemon *d);
 void sr_objects_fini(struct sr_daemon *d);
-void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
-		       int *fds, int nfds);
+void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		       int nfds);
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
 struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
 bool sr_daemon_tick(struct sr_daemon *d);

@@ -80,7 +80,7 @@ void sr_device_init(struct sr_dev_info *dev)
 	/* EUI-64 style: locally administered, never zero */
 	dev->node_guid = (h & 0x00ffffffffffffffull) | 0x0200000000000000ull;
 	dev->sys_image_guid = dev->node_guid;
-	dev->vendor_id = 0xffffff;   /* as rxe: no PCI vendor, and not one perftest special-cases */
+	dev->vendor_id = 0xffffff; /* as rxe: no PCI vendor, and not one perftest special-cases */
 	dev->vendor_part_id = 0x5352; /* "SR": absent from perftest's table, so its generic path */
 	dev->hw_ver = 1;
 

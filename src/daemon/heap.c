@@ -17,7 +17,7 @@
 #include "daemon/daemon.h"
 
 #define SR_HEAP_MIN_SHIFT 8
-#define SR_HEAP_CLASSES 32
+#define SR_HEAP_CLASSES	  32
 
 struct sr_freelist {
 	uint64_t *offs;
@@ -135,7 +135,7 @@ void sr_heap_fini(struct sr_daemon *d)
 {
 	for (unsigned c = 0; c < SR_HEAP_CLASSES; c++) {
 		free(sr_free[c].offs);
-		sr_free[c] = (struct sr_freelist){ 0 };
+		sr_free[c] = (struct sr_freelist){0};
 	}
 	munmap(d->arena, d->arena_size);
 	close(d->arena_fd);

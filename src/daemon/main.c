@@ -41,7 +41,7 @@ static uint64_t now_ms(void)
 
 static int listen_socket(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	socklen_t len;
 	int fd;
 
@@ -211,10 +211,10 @@ int main(int argc, char **argv)
 			if (!pfd || !who)
 				return 1;
 		}
-		pfd[0] = (struct pollfd){ .fd = d.listen_fd, .events = POLLIN };
+		pfd[0] = (struct pollfd){.fd = d.listen_fd, .events = POLLIN};
 		n = 1;
 		for (struct sr_client *c = d.clients; c; c = c->next) {
-			pfd[n] = (struct pollfd){ .fd = c->sock, .events = POLLIN };
+			pfd[n] = (struct pollfd){.fd = c->sock, .events = POLLIN};
 			who[n++] = c;
 		}
 		ret = poll(pfd, n, waiting ? 1 : 100);

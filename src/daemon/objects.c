@@ -39,8 +39,8 @@ static uint32_t align64(uint32_t v)
 
 int sr_objects_init(struct sr_daemon *d)
 {
-	static const enum sr_obj_kind handle_kinds[] = { SR_OBJ_FD, SR_OBJ_PD, SR_OBJ_CQ,
-							 SR_OBJ_MCAST };
+	static const enum sr_obj_kind handle_kinds[] = {SR_OBJ_FD, SR_OBJ_PD, SR_OBJ_CQ,
+							SR_OBJ_MCAST};
 
 	for (size_t i = 0; i < sizeof(handle_kinds) / sizeof(handle_kinds[0]); i++) {
 		enum sr_obj_kind k = handle_kinds[i];
@@ -52,7 +52,8 @@ int sr_objects_init(struct sr_daemon *d)
 			return -ENOMEM;
 	}
 	/* QPN 0 and 1 are QP0/QP1 (IBTA 3.5.4); index 0 is never handed out for keys or SRQs */
-	if (sr_idalloc_init(&d->qpn_ids, 2, SR_MAX_QPS) || sr_idalloc_init(&d->srqn_ids, 1, SR_MAX_SRQS) ||
+	if (sr_idalloc_init(&d->qpn_ids, 2, SR_MAX_QPS) ||
+	    sr_idalloc_init(&d->srqn_ids, 1, SR_MAX_SRQS) ||
 	    sr_idalloc_init(&d->key_ids, 1, SR_MAX_KEYS))
 		return -ENOMEM;
 	d->qp_by_idx = calloc(SR_MAX_QPS, sizeof(struct sr_obj *));
@@ -253,9 +254,9 @@ static void pd_destroy(struct sr_daemon *d, struct sr_obj *o)
 
 /* ---- MR / MW ---- */
 
-#define SR_ACCESS_ALL                                                                           \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |             \
-	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                 \
+#define SR_ACCESS_ALL                                                                              \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
+	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
 	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING)
 
 static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
@@ -732,16 +733,16 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 {
 	struct sr_obj *o = owned(d, c, SR_OBJ_QP, req->handle);
 	const struct sr_qp_limits lim = {
-		.port_count = 1,
-		.pkey_table_len = SR_PKEY_TBL_LEN,
-		.max_mtu = IBV_MTU_4096,
-		.max_rd_atom = SR_MAX_RD_ATOM,
-		.max_dest_rd_atom = SR_MAX_RD_ATOM,
-		.max_send_wr = SR_MAX_QP_WR,
-		.max_recv_wr = SR_MAX_QP_WR,
-		.max_send_sge = SR_MAX_SGE,
-		.max_recv_sge = SR_MAX_SGE,
-		.max_inline_data = SR_MAX_INLINE,
+	    .port_count = 1,
+	    .pkey_table_len = SR_PKEY_TBL_LEN,
+	    .max_mtu = IBV_MTU_4096,
+	    .max_rd_atom = SR_MAX_RD_ATOM,
+	    .max_dest_rd_atom = SR_MAX_RD_ATOM,
+	    .max_send_wr = SR_MAX_QP_WR,
+	    .max_recv_wr = SR_MAX_QP_WR,
+	    .max_send_sge = SR_MAX_SGE,
+	    .max_recv_sge = SR_MAX_SGE,
+	    .max_inline_data = SR_MAX_INLINE,
 	};
 	uint32_t mask = req->u.modify_qp.attr_mask;
 	enum ibv_qp_state next;
@@ -753,7 +754,8 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 		return -EINVAL;
 	qp = sr_arena_at(d->arena, o->u.shm.off);
 	sr_qp_attr_from_wire(&req->u.modify_qp.attr, &a);
-	ret = sr_qp_modify_check(qp->type, atomic_load_explicit(&qp->state, memory_order_acquire), &a, mask, &lim, &next);
+	ret = sr_qp_modify_check(qp->type, atomic_load_explicit(&qp->state, memory_order_acquire),
+				 &a, mask, &lim, &next);
 	if (ret)
 		return ret;
 	if (mask & IBV_QP_CAP)
@@ -979,8 +981,8 @@ static int send_status(struct sr_daemon *d, struct sr_client *c, struct sr_rep *
 	return ret;
 }
 
-void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
-		       int *fds, int nfds)
+void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		       int nfds)
 {
 	struct sr_rep rep;
 	int out_fds[SR_MR_MAX_SEGS];
@@ -1165,7 +1167,7 @@ bool sr_daemon_tick(struct sr_daemon *d)
 			if (!sr_qp_check_stall(d->arena, qp, now, 0, daemon_signal, d) &&
 			    atomic_load_explicit(&qp->stalled, memory_order_relaxed) &&
 			    atomic_load_explicit(&qp->stall_deadline_ns, memory_order_relaxed) !=
-				    UINT64_MAX)
+				UINT64_MAX)
 				waiting = true;
 		}
 	}

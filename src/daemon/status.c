@@ -73,7 +73,9 @@ static void put_obj(struct sr_daemon *d, struct sbuf *b, const struct sr_obj *o)
 		put(b, "    pd %u\n", o->handle);
 		break;
 	case SR_OBJ_MR:
-		put(b, "    mr lkey 0x%08x rkey 0x%08x pd %u addr 0x%llx len %llu iova 0x%llx access 0x%x\n",
+		put(b,
+		    "    mr lkey 0x%08x rkey 0x%08x pd %u addr 0x%llx len %llu iova 0x%llx access "
+		    "0x%x\n",
 		    o->handle, o->handle, o->deps[0] ? o->deps[0]->handle : 0,
 		    (unsigned long long)o->u.mr.addr, (unsigned long long)o->u.mr.length,
 		    (unsigned long long)o->u.mr.iova, o->u.mr.access);
@@ -86,29 +88,40 @@ static void put_obj(struct sr_daemon *d, struct sbuf *b, const struct sr_obj *o)
 		const struct sr_cq_shm *cq = sr_arena_at(d->arena, o->u.shm.off);
 
 		put(b, "    cq %u cqe %u pending %u\n", o->handle, cq->max_cqe,
-		    atomic_load_explicit(&cq->prod, memory_order_acquire) - atomic_load_explicit(&cq->cons, memory_order_acquire));
+		    atomic_load_explicit(&cq->prod, memory_order_acquire) -
+			atomic_load_explicit(&cq->cons, memory_order_acquire));
 		break;
 	}
 	case SR_OBJ_SRQ: {
 		const struct sr_srq_shm *srq = sr_arena_at(d->arena, o->u.shm.off);
 
 		put(b, "    srq 0x%06x max_wr %u posted %u limit %u\n", o->handle, srq->rq.max_wr,
-		    atomic_load_explicit(&srq->rq.head, memory_order_acquire) - atomic_load_explicit(&srq->rq.tail, memory_order_acquire), srq->rq.limit);
+		    atomic_load_explicit(&srq->rq.head, memory_order_acquire) -
+			atomic_load_explicit(&srq->rq.tail, memory_order_acquire),
+		    srq->rq.limit);
 		break;
 	}
 	case SR_OBJ_QP: {
 		const struct sr_qp_shm *qp = sr_arena_at(d->arena, o->u.shm.off);
 
-		put(b, "    qp 0x%06x %s %s pd %u dest_qpn 0x%06x sq_psn 0x%06x rq_psn 0x%06x sq %u/%u rq %u/%u\n",
-		    o->handle, qp_type_name(qp->type), sr_qp_state_name(atomic_load_explicit(&qp->state, memory_order_acquire)),
+		put(b,
+		    "    qp 0x%06x %s %s pd %u dest_qpn 0x%06x sq_psn 0x%06x rq_psn 0x%06x sq "
+		    "%u/%u rq %u/%u\n",
+		    o->handle, qp_type_name(qp->type),
+		    sr_qp_state_name(atomic_load_explicit(&qp->state, memory_order_acquire)),
 		    qp->pd, qp->dest_qpn, qp->sq_psn, qp->rq_psn,
-		    atomic_load_explicit(&qp->sq.head, memory_order_acquire) - atomic_load_explicit(&qp->sq.tail, memory_order_acquire), qp->sq.max_wr,
-		    qp->srqn ? 0 : atomic_load_explicit(&qp->rq.head, memory_order_acquire) - atomic_load_explicit(&qp->rq.tail, memory_order_acquire),
+		    atomic_load_explicit(&qp->sq.head, memory_order_acquire) -
+			atomic_load_explicit(&qp->sq.tail, memory_order_acquire),
+		    qp->sq.max_wr,
+		    qp->srqn ? 0
+			     : atomic_load_explicit(&qp->rq.head, memory_order_acquire) -
+				   atomic_load_explicit(&qp->rq.tail, memory_order_acquire),
 		    qp->srqn ? 0 : qp->rq.max_wr);
 		break;
 	}
 	case SR_OBJ_FD:
-		put(b, "    fd %u (%s)\n", o->handle, o->u.fd.kind == SR_FD_MEM ? "memory" : "event");
+		put(b, "    fd %u (%s)\n", o->handle,
+		    o->u.fd.kind == SR_FD_MEM ? "memory" : "event");
 		break;
 	default:
 		break;
@@ -117,11 +130,11 @@ static void put_obj(struct sr_daemon *d, struct sbuf *b, const struct sr_obj *o)
 
 char *sr_status_text(struct sr_daemon *d, size_t *len)
 {
-	static const char *const kinds[] = { [SR_OBJ_PD] = "pd",  [SR_OBJ_MR] = "mr",
-					     [SR_OBJ_MW] = "mw",  [SR_OBJ_CQ] = "cq",
-					     [SR_OBJ_SRQ] = "srq", [SR_OBJ_QP] = "qp" };
+	static const char *const kinds[] = {
+	    [SR_OBJ_PD] = "pd", [SR_OBJ_MR] = "mr",   [SR_OBJ_MW] = "mw",
+	    [SR_OBJ_CQ] = "cq", [SR_OBJ_SRQ] = "srq", [SR_OBJ_QP] = "qp"};
 	const struct sr_arena_hdr *h = d->arena;
-	struct sbuf b = { 0 };
+	struct sbuf b = {0};
 	unsigned nclients = 0;
 
 	put(&b, "device %s  node_guid %016llx  daemon pid %u\n", d->dev.name,
@@ -145,15 +158,18 @@ char *sr_status_text(struct sr_daemon *d, size_t *len)
 				struct sr_qp_shm *qp = sr_arena_at(d->arena, o->u.shm.off);
 
 				for (int k = 0; k < SR_CNT_MAX; k++)
-					tot[k] += atomic_load_explicit(&qp->cnt[k], memory_order_relaxed);
+					tot[k] +=
+					    atomic_load_explicit(&qp->cnt[k], memory_order_relaxed);
 			}
-	put(&b, "  counters: send %llu write %llu read %llu atomic %llu rnr %llu rem_access_err %llu bytes %llu\n",
+	put(&b,
+	    "  counters: send %llu write %llu read %llu atomic %llu rnr %llu rem_access_err %llu "
+	    "bytes %llu\n",
 	    (unsigned long long)tot[SR_CNT_SEND_WQE], (unsigned long long)tot[SR_CNT_RDMA_WRITE],
 	    (unsigned long long)tot[SR_CNT_RDMA_READ], (unsigned long long)tot[SR_CNT_ATOMIC],
 	    (unsigned long long)tot[SR_CNT_RNR], (unsigned long long)tot[SR_CNT_REM_ACCESS_ERR],
 	    (unsigned long long)tot[SR_CNT_BYTES]);
 	for (struct sr_client *c = d->clients; c; c = c->next) {
-		unsigned cnt[SR_OBJ_KINDS] = { 0 };
+		unsigned cnt[SR_OBJ_KINDS] = {0};
 
 		if (c->monitor || !c->id)
 			continue;

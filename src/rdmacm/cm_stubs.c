@@ -107,8 +107,7 @@ const char *rdma_event_str(enum rdma_cm_event_type event)
 /* address resolution                                                 */
 /* ------------------------------------------------------------------ */
 
-int rdma_getaddrinfo(const char *node, const char *service,
-		     const struct rdma_addrinfo *hints,
+int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 		     struct rdma_addrinfo **res)
 {
 	return not_implemented();
@@ -138,8 +137,8 @@ void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 /* connection identifiers                                             */
 /* ------------------------------------------------------------------ */
 
-int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id,
-		   void *context, enum rdma_port_space ps)
+int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
+		   enum rdma_port_space ps)
 {
 	return not_implemented();
 }
@@ -149,8 +148,8 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 	return not_implemented();
 }
 
-int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res,
-		   struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, struct ibv_pd *pd,
+		   struct ibv_qp_init_attr *qp_init_attr)
 {
 	return not_implemented();
 }
@@ -164,8 +163,8 @@ int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	return not_implemented();
 }
 
-int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr,
-		      struct sockaddr *dst_addr, int timeout_ms)
+int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct sockaddr *dst_addr,
+		      int timeout_ms)
 {
 	return not_implemented();
 }
@@ -175,14 +174,12 @@ int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 	return not_implemented();
 }
 
-int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
-		   struct ibv_qp_init_attr *qp_init_attr)
+int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
 {
 	return not_implemented();
 }
 
-int rdma_create_qp_ex(struct rdma_cm_id *id,
-		      struct ibv_qp_init_attr_ex *qp_init_attr)
+int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *qp_init_attr)
 {
 	return not_implemented();
 }
@@ -191,8 +188,7 @@ void rdma_destroy_qp(struct rdma_cm_id *id)
 {
 }
 
-int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
-		    struct ibv_srq_init_attr *attr)
+int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
 	return not_implemented();
 }
@@ -231,14 +227,12 @@ int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	return not_implemented();
 }
 
-int rdma_reject(struct rdma_cm_id *id, const void *private_data,
-		uint8_t private_data_len)
+int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
 {
 	return not_implemented();
 }
 
-int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data,
-		    uint8_t private_data_len)
+int rdma_reject_ece(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
 {
 	return not_implemented();
 }
@@ -253,14 +247,12 @@ int rdma_disconnect(struct rdma_cm_id *id)
 	return not_implemented();
 }
 
-int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
-			void *context)
+int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
 {
 	return not_implemented();
 }
 
-int rdma_join_multicast_ex(struct rdma_cm_id *id,
-			   struct rdma_cm_join_mc_attr_ex *mc_join_attr,
+int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *mc_join_attr,
 			   void *context)
 {
 	return not_implemented();
@@ -271,8 +263,7 @@ int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 	return not_implemented();
 }
 
-int rdma_get_cm_event(struct rdma_event_channel *channel,
-		      struct rdma_cm_event **event)
+int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	return not_implemented();
 }
@@ -282,8 +273,7 @@ int rdma_ack_cm_event(struct rdma_cm_event *event)
 	return not_implemented();
 }
 
-int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
-		    size_t optlen)
+int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)
 {
 	return not_implemented();
 }
@@ -293,8 +283,7 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 	return not_implemented();
 }
 
-int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr,
-		      int *qp_attr_mask)
+int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)
 {
 	return not_implemented();
 }
@@ -364,8 +353,8 @@ ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 	return not_implemented();
 }
 
-ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
-		  struct sockaddr *src_addr, socklen_t *addrlen)
+ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr *src_addr,
+		  socklen_t *addrlen)
 {
 	return not_implemented();
 }
@@ -421,14 +410,12 @@ int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	return not_implemented();
 }
 
-int rsetsockopt(int socket, int level, int optname, const void *optval,
-		socklen_t optlen)
+int rsetsockopt(int socket, int level, int optname, const void *optval, socklen_t optlen)
 {
 	return not_implemented();
 }
 
-int rgetsockopt(int socket, int level, int optname, void *optval,
-		socklen_t *optlen)
+int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *optlen)
 {
 	return not_implemented();
 }
@@ -444,16 +431,14 @@ int rfcntl(int socket, int cmd, ...)
 	return -1;
 }
 
-off_t riomap(int socket, void *buf, size_t len, int prot, int flags,
-	     off_t offset)
+off_t riomap(int socket, void *buf, size_t len, int prot, int flags, off_t offset)
 {
 	errno = ENOSYS;
 	return -1;
 }
 
 /* rsockets reports a failed riowrite() as (size_t)-1. */
-size_t riowrite(int socket, const void *buf, size_t count, off_t offset,
-		int flags)
+size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int flags)
 {
 	errno = ENOSYS;
 	return (size_t)-1;
@@ -464,8 +449,7 @@ int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 	return poll(fds, nfds, timeout);
 }
 
-int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds,
-	    struct timeval *timeout)
+int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds, struct timeval *timeout)
 {
 	return select(nfds, readfds, writefds, exceptfds, timeout);
 }

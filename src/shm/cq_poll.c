@@ -42,7 +42,8 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 
 			if (!more) {
 				/* retry the ones we have; the rest next time */
-				atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
+				atomic_store_explicit(&cq->shm->stall_hint, 1,
+						      memory_order_relaxed);
 				break;
 			}
 			memcpy(more, stalled, n * sizeof(*more));

@@ -29,7 +29,7 @@
 #include "verbs/internal.h"
 
 #define SR_QPN_MCAST 0xffffffu
-#define SR_GRH_LEN 40
+#define SR_GRH_LEN   40
 
 enum xres {
 	X_DONE,
@@ -45,12 +45,12 @@ struct seg {
 
 struct xfer {
 	struct sr_context *ctx;
-	struct sr_qp_shm *qp;        /* initiator */
+	struct sr_qp_shm *qp; /* initiator */
 	struct sr_send_wqe *w;
-	enum ibv_wc_status status;   /* requester completion on X_ERR */
+	enum ibv_wc_status status; /* requester completion on X_ERR */
 	uint32_t byte_len;
 	struct sr_qp_shm *responder_err; /* responder QP to move to ERR after unlocking */
-	struct sr_qp_shm *stall_target;  /* RNR: responder whose RQ we wait on */
+	struct sr_qp_shm *stall_target;	 /* RNR: responder whose RQ we wait on */
 };
 
 void sr_signal_fd(void *arg, uint32_t fd_id)
@@ -61,7 +61,8 @@ void sr_signal_fd(void *arg, uint32_t fd_id)
 /* Single writer (the sq_lock holder): no locked instruction needed. */
 static inline void count(struct sr_qp_shm *qp, enum sr_counter c, uint64_t n)
 {
-	atomic_store_explicit(&qp->cnt[c], atomic_load_explicit(&qp->cnt[c], memory_order_relaxed) + n,
+	atomic_store_explicit(&qp->cnt[c],
+			      atomic_load_explicit(&qp->cnt[c], memory_order_relaxed) + n,
 			      memory_order_relaxed);
 }
 
@@ -87,9 +88,9 @@ static bool can_receive(const struct sr_qp_shm *t)
 }
 
 /* Validates local SGEs and maps them to pointers. */
-static enum sr_key_result map_sges(struct sr_context *ctx, const struct sr_sge_shm *sge,
-				   unsigned n, uint32_t need, uint32_t pd, uint32_t qpn,
-				   struct seg *out, uint64_t *total)
+static enum sr_key_result map_sges(struct sr_context *ctx, const struct sr_sge_shm *sge, unsigned n,
+				   uint32_t need, uint32_t pd, uint32_t qpn, struct seg *out,
+				   uint64_t *total)
 {
 	enum sr_key_result r;
 	uint64_t sum = 0;
@@ -213,7 +214,7 @@ static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, uint64_t 
 			  enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
 			  uint32_t flags, uint32_t imm, uint32_t src_qp, bool solicited)
 {
-	struct sr_cqe e = { 0 };
+	struct sr_cqe e = {0};
 
 	e.wr_id = wr_id;
 	e.status = st;
@@ -223,8 +224,8 @@ static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, uint64_t 
 	e.imm_data = imm;
 	e.qp_num = t->qpn;
 	e.src_qp = src_qp;
-	sr_cq_push(ctx->arena, sr_arena_ptr(ctx->arena, t->recv_cq_off), &e, solicited, sr_signal_fd,
-		   ctx);
+	sr_cq_push(ctx->arena, sr_arena_ptr(ctx->arena, t->recv_cq_off), &e, solicited,
+		   sr_signal_fd, ctx);
 }
 
 /* Invalidates a type-2 window (or fails) for SEND_WITH_INV / LOCAL_INV. */
@@ -320,8 +321,8 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 		}
 	}
 	rq_consume(ctx, &r);
-	push_recv_cqe(ctx, t, rw->wr_id, IBV_WC_SUCCESS, op, (uint32_t)need, flags, imm,
-		      x->qp->qpn, w->flags & SR_WQE_SOLICITED);
+	push_recv_cqe(ctx, t, rw->wr_id, IBV_WC_SUCCESS, op, (uint32_t)need, flags, imm, x->qp->qpn,
+		      w->flags & SR_WQE_SOLICITED);
 	sr_shm_unlock(r.lock);
 	return X_DONE;
 
@@ -371,7 +372,7 @@ static enum xres exec_send(struct xfer *x)
 	}
 	x->byte_len = len;
 	if (x->qp->type == IBV_QPT_UD) {
-		uint8_t grh[SR_GRH_LEN] = { 0 };
+		uint8_t grh[SR_GRH_LEN] = {0};
 		uint32_t qkey;
 
 		/* IB-style GRH: IPv6 version, payload length, next header BTH, GIDs */
@@ -491,8 +492,8 @@ static enum xres exec_read(struct xfer *x)
 		return X_STALL_NOACK;
 	if (len) {
 		if (!(t->access & IBV_ACCESS_REMOTE_READ) ||
-		    sr_key_resolve(ctx, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_READ,
-				   t->pd, t->qpn, true, &p))
+		    sr_key_resolve(ctx, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_READ, t->pd,
+				   t->qpn, true, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 		src.p = p;
 		src.len = len;
@@ -539,7 +540,7 @@ static enum xres exec_atomic(struct xfer *x)
 	} else {
 		orig = __atomic_fetch_add((uint64_t *)p, w->compare_add, __ATOMIC_SEQ_CST);
 	}
-	struct seg src = { (char *)&orig, 8 };
+	struct seg src = {(char *)&orig, 8};
 
 	copy_segs(dst, w->num_sge, &src, 1, 8);
 	count(x->qp, SR_CNT_ATOMIC, 1);
@@ -556,13 +557,14 @@ static enum xres exec_bind(struct xfer *x)
 
 	/* the window is looked up by index: a bind gives it a new key byte */
 	sr_seq_read(&raw->seq, (char *)&mw + sizeof(mw.seq), sizeof(mw) - sizeof(mw.seq));
-	if ((mw.kind != SR_KEY_MW1 && mw.kind != SR_KEY_MW2) ||
-	    sr_key_index(mw.key) != idx || mw.pd != x->qp->pd) {
+	if ((mw.kind != SR_KEY_MW1 && mw.kind != SR_KEY_MW2) || sr_key_index(mw.key) != idx ||
+	    mw.pd != x->qp->pd) {
 		x->status = IBV_WC_MW_BIND_ERR;
 		return X_ERR;
 	}
 	if (mw.kind == SR_KEY_MW2 && mw.state == 1) {
-		x->status = IBV_WC_MW_BIND_ERR; /* C10-70: a bound type-2 window must be invalidated first */
+		x->status = IBV_WC_MW_BIND_ERR; /* C10-70: a bound type-2 window must be invalidated
+						   first */
 		return X_ERR;
 	}
 	if (w->bind_length) {
@@ -642,8 +644,8 @@ static void stall(struct sr_qp_shm *qp, struct sr_qp_shm *t, enum xres why)
 	if (kind == SR_STALL_RNR) {
 		/* C9-152: rnr_retry 7 retries forever */
 		if (qp->rnr_retry < 7)
-			deadline = now + (qp->rnr_retry + 1) *
-						 sr_rnr_timer_ns(t ? t->min_rnr_timer : 0);
+			deadline =
+			    now + (qp->rnr_retry + 1) * sr_rnr_timer_ns(t ? t->min_rnr_timer : 0);
 	} else if (qp->timeout) {
 		/* C9-140: 4.096 us * 2^timeout per try, retry_cnt retries (0 = infinite) */
 		deadline = now + (4096ull << qp->timeout) * (qp->retry_cnt + 1ull);
@@ -667,7 +669,7 @@ int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
 	for (;;) {
 		uint32_t head = atomic_load_explicit(&qp->sq.head, memory_order_acquire);
 		uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
-		struct xfer x = { .ctx = ctx, .qp = qp };
+		struct xfer x = {.ctx = ctx, .qp = qp};
 		enum xres r;
 
 		if (qp->exec_pos == head)
@@ -682,8 +684,8 @@ int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
 		r = exec_one(&x);
 		if (r == X_DONE) {
 			atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
-			sr_sq_complete_head(ctx->arena, qp, IBV_WC_SUCCESS, x.byte_len, sr_signal_fd,
-					    ctx);
+			sr_sq_complete_head(ctx->arena, qp, IBV_WC_SUCCESS, x.byte_len,
+					    sr_signal_fd, ctx);
 			done++;
 			continue;
 		}
@@ -716,8 +718,9 @@ fail_stalled:
 	/* the state before the completion, as above */
 	sr_qp_to_error(qp, sr_signal_fd, ctx);
 	sr_sq_complete_head(ctx->arena, qp,
-			    atomic_load_explicit(&qp->stalled, memory_order_acquire) == SR_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR
-								      : IBV_WC_RETRY_EXC_ERR,
+			    atomic_load_explicit(&qp->stalled, memory_order_acquire) == SR_STALL_RNR
+				? IBV_WC_RNR_RETRY_EXC_ERR
+				: IBV_WC_RETRY_EXC_ERR,
 			    0, sr_signal_fd, ctx);
 	sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
 	sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);

@@ -21,8 +21,8 @@
 struct sr_mrmap {
 	uint32_t key;
 	uint64_t reg_seq;
-	char *base;      /* address of the region's first byte (iova) here */
-	void *map;       /* what to munmap */
+	char *base; /* address of the region's first byte (iova) here */
+	void *map;  /* what to munmap */
 	size_t map_len;
 };
 
@@ -65,7 +65,8 @@ void sr_key_store(void *arena, uint32_t index, const struct sr_key_entry *val)
 {
 	struct sr_key_entry *e = &sr_arena_keytab(arena)[index % SR_MAX_KEYS];
 
-	sr_seq_write(&e->seq, (const char *)val + sizeof(val->seq), sizeof(*val) - sizeof(val->seq));
+	sr_seq_write(&e->seq, (const char *)val + sizeof(val->seq),
+		     sizeof(*val) - sizeof(val->seq));
 }
 
 static _Atomic(struct sr_mrmap *) *map_slots(void)
@@ -257,7 +258,8 @@ enum sr_key_result sr_key_resolve(struct sr_context *ctx, uint32_t key, uint64_t
 		ce = &c[idx % SR_KCACHE];
 		if (ce->key == key && ce->base && entry_seq(ctx->arena, idx) == ce->seq &&
 		    (ce->e.kind == SR_KEY_MR || entry_seq(ctx->arena, ce->mr_index) == ce->mr_seq))
-			return check(&ce->e, &ce->mr, ce->base, va, len, need, pd, qpn, remote, ptr);
+			return check(&ce->e, &ce->mr, ce->base, va, len, need, pd, qpn, remote,
+				     ptr);
 	}
 	seq = entry_seq(ctx->arena, idx);
 	if (!sr_key_lookup(ctx->arena, key, &e))

@@ -20,16 +20,17 @@ struct sr_context;
 enum sr_key_result {
 	SR_KEY_OK = 0,
 	SR_KEY_INVALID, /* no such key, stale key, wrong kind, invalidated window */
-	SR_KEY_BOUNDS,  /* range outside the region */
-	SR_KEY_ACCESS,  /* access right not granted */
-	SR_KEY_PD,      /* key of another protection domain or QP */
-	SR_KEY_NOMAP,   /* the region's pages could not be mapped here */
+	SR_KEY_BOUNDS,	/* range outside the region */
+	SR_KEY_ACCESS,	/* access right not granted */
+	SR_KEY_PD,	/* key of another protection domain or QP */
+	SR_KEY_NOMAP,	/* the region's pages could not be mapped here */
 };
 
 /* need: IBV_ACCESS_* bits required (0 for a local read). remote: the key is
  * an rkey (windows allowed) rather than an lkey. */
 enum sr_key_result sr_key_resolve(struct sr_context *ctx, uint32_t key, uint64_t va, uint64_t len,
-				  uint32_t need, uint32_t pd, uint32_t qpn, bool remote, void **ptr);
+				  uint32_t need, uint32_t pd, uint32_t qpn, bool remote,
+				  void **ptr);
 
 /* Reads a consistent copy of a key-table entry; false if key does not match. */
 bool sr_key_lookup(void *arena, uint32_t key, struct sr_key_entry *out);

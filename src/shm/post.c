@@ -77,8 +77,8 @@ static uint8_t wqe_flags(unsigned int send_flags)
 	return f;
 }
 
-static void set_ud(struct sr_context *ctx, struct sr_send_wqe *w, struct ibv_ah *ibah,
-		   uint32_t qpn, uint32_t qkey)
+static void set_ud(struct sr_context *ctx, struct sr_send_wqe *w, struct ibv_ah *ibah, uint32_t qpn,
+		   uint32_t qkey)
 {
 	struct sr_ah *ah = to_sah(ibah);
 	uint8_t idx = ah->attr.is_global ? ah->attr.grh.sgid_index : 0;
@@ -426,7 +426,8 @@ static void wr_start(struct ibv_qp_ex *q)
 	struct sr_qp *qp = qpx_to_sqp(q);
 
 	sr_shm_lock(&qp->shm->sq_lock);
-	qp->wr_err = can_post_send(atomic_load_explicit(&qp->shm->state, memory_order_acquire)) ? 0 : EINVAL;
+	qp->wr_err =
+	    can_post_send(atomic_load_explicit(&qp->shm->state, memory_order_acquire)) ? 0 : EINVAL;
 	qp->wr_start_head = atomic_load_explicit(&qp->shm->sq.head, memory_order_relaxed);
 	qp->wr_cur = NULL;
 }
@@ -601,7 +602,7 @@ static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n, const struct ibv_sge 
 
 static void wr_set_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t length)
 {
-	struct ibv_sge s = { .addr = addr, .length = length, .lkey = lkey };
+	struct ibv_sge s = {.addr = addr, .length = length, .lkey = lkey};
 
 	wr_set_sge_list(q, 1, &s);
 }
@@ -635,7 +636,7 @@ static void wr_set_inline_data_list(struct ibv_qp_ex *q, size_t n, const struct 
 
 static void wr_set_inline_data(struct ibv_qp_ex *q, void *addr, size_t length)
 {
-	struct ibv_data_buf b = { .addr = addr, .length = length };
+	struct ibv_data_buf b = {.addr = addr, .length = length};
 
 	wr_set_inline_data_list(q, 1, &b);
 }

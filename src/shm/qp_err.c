@@ -39,9 +39,9 @@ uint64_t sr_rnr_timer_ns(uint8_t enc)
 {
 	/* IBTA Vol 1 table 45, in units of 10 us; entry 0 is 655.36 ms */
 	static const uint32_t t10us[32] = {
-		65536, 1,   2,   3,   4,    6,    8,    12,   16,   24,   32,
-		48,    64,  96,  128, 192,  256,  384,  512,  768,  1024, 1536,
-		2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+	    65536, 1,	 2,    3,    4,	   6,	  8,	 12,	16,    24,    32,
+	    48,	   64,	 96,   128,  192,  256,	  384,	 512,	768,   1024,  1536,
+	    2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
 	};
 	return (uint64_t)t10us[enc & 31] * 10000;
 }
@@ -50,7 +50,7 @@ static void push_send_cqe(void *arena, struct sr_qp_shm *qp, const struct sr_sen
 			  enum ibv_wc_status status, uint32_t byte_len, sr_signal_fn *signal,
 			  void *arg)
 {
-	struct sr_cqe e = { 0 };
+	struct sr_cqe e = {0};
 
 	e.wr_id = w->wr_id;
 	e.status = status;
@@ -65,7 +65,8 @@ void sr_qp_to_error(struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg)
 	/* it was a plain store: an SRQ consumer whose QP failed on the data path
 	 * (remote access error as responder, failed WR as requester, retries
 	 * exhausted) never heard Last WQE Reached (behaviour test srq_last_wqe) */
-	if (atomic_exchange_explicit(&qp->state, IBV_QPS_ERR, memory_order_acq_rel) != IBV_QPS_ERR &&
+	if (atomic_exchange_explicit(&qp->state, IBV_QPS_ERR, memory_order_acq_rel) !=
+		IBV_QPS_ERR &&
 	    qp->srqn)
 		sr_async_set(&qp->async_events, IBV_EVENT_QP_LAST_WQE_REACHED, qp->async_fd_id,
 			     signal, arg);
@@ -103,13 +104,13 @@ void sr_rq_flush(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *
 	head = atomic_load_explicit(&qp->rq.head, memory_order_acquire);
 	tail = atomic_load_explicit(&qp->rq.tail, memory_order_relaxed);
 	for (; tail != head; tail++) {
-		struct sr_cqe e = { 0 };
+		struct sr_cqe e = {0};
 
 		e.wr_id = sr_rq_wqe(arena, &qp->rq, tail)->wr_id;
 		e.status = IBV_WC_WR_FLUSH_ERR;
 		e.opcode = IBV_WC_RECV;
 		e.qp_num = qp->qpn;
-			sr_cq_push(arena, cq, &e, false, signal, arg);
+		sr_cq_push(arena, cq, &e, false, signal, arg);
 	}
 	atomic_store_explicit(&qp->rq.tail, tail, memory_order_release);
 	sr_shm_unlock(&qp->rq_lock);

@@ -28,30 +28,25 @@ static void *unsupported_ptr(void)
 }
 
 /* EFA_1.0 */
-struct ibv_qp *efadv_create_driver_qp(struct ibv_pd *ibvpd,
-				      struct ibv_qp_init_attr *attr,
+struct ibv_qp *efadv_create_driver_qp(struct ibv_pd *ibvpd, struct ibv_qp_init_attr *attr,
 				      uint32_t driver_qp_type)
 {
 	return unsupported_ptr();
 }
 
 /* EFA_1.1 */
-struct ibv_qp *efadv_create_qp_ex(struct ibv_context *ibvctx,
-				  struct ibv_qp_init_attr_ex *attr_ex,
-				  struct efadv_qp_init_attr *efa_attr,
-				  uint32_t inlen)
+struct ibv_qp *efadv_create_qp_ex(struct ibv_context *ibvctx, struct ibv_qp_init_attr_ex *attr_ex,
+				  struct efadv_qp_init_attr *efa_attr, uint32_t inlen)
 {
 	return unsupported_ptr();
 }
 
-int efadv_query_ah(struct ibv_ah *ibvah, struct efadv_ah_attr *attr,
-		   uint32_t inlen)
+int efadv_query_ah(struct ibv_ah *ibvah, struct efadv_ah_attr *attr, uint32_t inlen)
 {
 	return unsupported();
 }
 
-int efadv_query_device(struct ibv_context *ibvctx,
-		       struct efadv_device_attr *attr, uint32_t inlen)
+int efadv_query_device(struct ibv_context *ibvctx, struct efadv_device_attr *attr, uint32_t inlen)
 {
 	return unsupported();
 }
@@ -62,10 +57,8 @@ struct efadv_cq *efadv_cq_from_ibv_cq_ex(struct ibv_cq_ex *ibvcqx)
 	return unsupported_ptr();
 }
 
-struct ibv_cq_ex *efadv_create_cq(struct ibv_context *ibvctx,
-				  struct ibv_cq_init_attr_ex *attr_ex,
-				  struct efadv_cq_init_attr *efa_attr,
-				  uint32_t inlen)
+struct ibv_cq_ex *efadv_create_cq(struct ibv_context *ibvctx, struct ibv_cq_init_attr_ex *attr_ex,
+				  struct efadv_cq_init_attr *efa_attr, uint32_t inlen)
 {
 	return unsupported_ptr();
 }

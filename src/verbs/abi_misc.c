@@ -37,30 +37,30 @@
 const char *ibv_wc_status_str(enum ibv_wc_status status)
 {
 	static const char *const str[] = {
-		[IBV_WC_SUCCESS] = "success",
-		[IBV_WC_LOC_LEN_ERR] = "local length error",
-		[IBV_WC_LOC_QP_OP_ERR] = "local QP operation error",
-		[IBV_WC_LOC_EEC_OP_ERR] = "local EE context operation error",
-		[IBV_WC_LOC_PROT_ERR] = "local protection error",
-		[IBV_WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
-		[IBV_WC_MW_BIND_ERR] = "memory management operation error",
-		[IBV_WC_BAD_RESP_ERR] = "bad response error",
-		[IBV_WC_LOC_ACCESS_ERR] = "local access error",
-		[IBV_WC_REM_INV_REQ_ERR] = "remote invalid request error",
-		[IBV_WC_REM_ACCESS_ERR] = "remote access error",
-		[IBV_WC_REM_OP_ERR] = "remote operation error",
-		[IBV_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
-		[IBV_WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
-		[IBV_WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
-		[IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
-		[IBV_WC_REM_ABORT_ERR] = "aborted error",
-		[IBV_WC_INV_EECN_ERR] = "invalid EE context number",
-		[IBV_WC_INV_EEC_STATE_ERR] = "invalid EE context state",
-		[IBV_WC_FATAL_ERR] = "fatal error",
-		[IBV_WC_RESP_TIMEOUT_ERR] = "response timeout error",
-		[IBV_WC_GENERAL_ERR] = "general error",
-		[IBV_WC_TM_ERR] = "TM error",
-		[IBV_WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
+	    [IBV_WC_SUCCESS] = "success",
+	    [IBV_WC_LOC_LEN_ERR] = "local length error",
+	    [IBV_WC_LOC_QP_OP_ERR] = "local QP operation error",
+	    [IBV_WC_LOC_EEC_OP_ERR] = "local EE context operation error",
+	    [IBV_WC_LOC_PROT_ERR] = "local protection error",
+	    [IBV_WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
+	    [IBV_WC_MW_BIND_ERR] = "memory management operation error",
+	    [IBV_WC_BAD_RESP_ERR] = "bad response error",
+	    [IBV_WC_LOC_ACCESS_ERR] = "local access error",
+	    [IBV_WC_REM_INV_REQ_ERR] = "remote invalid request error",
+	    [IBV_WC_REM_ACCESS_ERR] = "remote access error",
+	    [IBV_WC_REM_OP_ERR] = "remote operation error",
+	    [IBV_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+	    [IBV_WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
+	    [IBV_WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
+	    [IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
+	    [IBV_WC_REM_ABORT_ERR] = "aborted error",
+	    [IBV_WC_INV_EECN_ERR] = "invalid EE context number",
+	    [IBV_WC_INV_EEC_STATE_ERR] = "invalid EE context state",
+	    [IBV_WC_FATAL_ERR] = "fatal error",
+	    [IBV_WC_RESP_TIMEOUT_ERR] = "response timeout error",
+	    [IBV_WC_GENERAL_ERR] = "general error",
+	    [IBV_WC_TM_ERR] = "TM error",
+	    [IBV_WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
 	};
 
 	if ((unsigned int)status >= ARRAY_SIZE(str) || !str[status])
@@ -71,28 +71,26 @@ const char *ibv_wc_status_str(enum ibv_wc_status status)
 const char *ibv_event_type_str(enum ibv_event_type event)
 {
 	static const char *const str[] = {
-		[IBV_EVENT_CQ_ERR] = "CQ error",
-		[IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
-		[IBV_EVENT_QP_REQ_ERR] =
-			"invalid request local work queue error",
-		[IBV_EVENT_QP_ACCESS_ERR] =
-			"local access violation work queue error",
-		[IBV_EVENT_COMM_EST] = "communication established",
-		[IBV_EVENT_SQ_DRAINED] = "send queue drained",
-		[IBV_EVENT_PATH_MIG] = "path migrated",
-		[IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
-		[IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
-		[IBV_EVENT_PORT_ACTIVE] = "port active",
-		[IBV_EVENT_PORT_ERR] = "port error",
-		[IBV_EVENT_LID_CHANGE] = "LID change",
-		[IBV_EVENT_PKEY_CHANGE] = "P_Key change",
-		[IBV_EVENT_SM_CHANGE] = "SM change",
-		[IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
-		[IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
-		[IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
-		[IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
-		[IBV_EVENT_GID_CHANGE] = "GID table change",
-		[IBV_EVENT_WQ_FATAL] = "WQ fatal",
+	    [IBV_EVENT_CQ_ERR] = "CQ error",
+	    [IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
+	    [IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
+	    [IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
+	    [IBV_EVENT_COMM_EST] = "communication established",
+	    [IBV_EVENT_SQ_DRAINED] = "send queue drained",
+	    [IBV_EVENT_PATH_MIG] = "path migrated",
+	    [IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
+	    [IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
+	    [IBV_EVENT_PORT_ACTIVE] = "port active",
+	    [IBV_EVENT_PORT_ERR] = "port error",
+	    [IBV_EVENT_LID_CHANGE] = "LID change",
+	    [IBV_EVENT_PKEY_CHANGE] = "P_Key change",
+	    [IBV_EVENT_SM_CHANGE] = "SM change",
+	    [IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
+	    [IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
+	    [IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
+	    [IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
+	    [IBV_EVENT_GID_CHANGE] = "GID table change",
+	    [IBV_EVENT_WQ_FATAL] = "WQ fatal",
 	};
 
 	if ((unsigned int)event >= ARRAY_SIZE(str) || !str[event])
@@ -158,29 +156,29 @@ static const struct {
 	int mbps;
 	int mult;
 } rate_table[] = {
-	{ .rate = IBV_RATE_2_5_GBPS, .mbps = 2500, .mult = 1 },
-	{ .rate = IBV_RATE_5_GBPS, .mbps = 5000, .mult = 2 },
-	{ .rate = IBV_RATE_10_GBPS, .mbps = 10000, .mult = 4 },
-	{ .rate = IBV_RATE_20_GBPS, .mbps = 20000, .mult = 8 },
-	{ .rate = IBV_RATE_30_GBPS, .mbps = 30000, .mult = 12 },
-	{ .rate = IBV_RATE_40_GBPS, .mbps = 40000, .mult = 16 },
-	{ .rate = IBV_RATE_60_GBPS, .mbps = 60000, .mult = 24 },
-	{ .rate = IBV_RATE_80_GBPS, .mbps = 80000, .mult = 32 },
-	{ .rate = IBV_RATE_120_GBPS, .mbps = 120000, .mult = 48 },
-	{ .rate = IBV_RATE_14_GBPS, .mbps = 14062, .mult = 0 },
-	{ .rate = IBV_RATE_56_GBPS, .mbps = 56250, .mult = 0 },
-	{ .rate = IBV_RATE_112_GBPS, .mbps = 112500, .mult = 0 },
-	{ .rate = IBV_RATE_168_GBPS, .mbps = 168750, .mult = 0 },
-	{ .rate = IBV_RATE_25_GBPS, .mbps = 25781, .mult = 0 },
-	{ .rate = IBV_RATE_100_GBPS, .mbps = 103125, .mult = 0 },
-	{ .rate = IBV_RATE_200_GBPS, .mbps = 206250, .mult = 0 },
-	{ .rate = IBV_RATE_300_GBPS, .mbps = 309375, .mult = 0 },
-	{ .rate = IBV_RATE_28_GBPS, .mbps = 28125, .mult = 11 },
-	{ .rate = IBV_RATE_50_GBPS, .mbps = 53125, .mult = 20 },
-	{ .rate = IBV_RATE_400_GBPS, .mbps = 425000, .mult = 160 },
-	{ .rate = IBV_RATE_600_GBPS, .mbps = 637500, .mult = 240 },
-	{ .rate = IBV_RATE_800_GBPS, .mbps = 850000, .mult = 320 },
-	{ .rate = IBV_RATE_1200_GBPS, .mbps = 1275000, .mult = 480 },
+    {.rate = IBV_RATE_2_5_GBPS, .mbps = 2500, .mult = 1},
+    {.rate = IBV_RATE_5_GBPS, .mbps = 5000, .mult = 2},
+    {.rate = IBV_RATE_10_GBPS, .mbps = 10000, .mult = 4},
+    {.rate = IBV_RATE_20_GBPS, .mbps = 20000, .mult = 8},
+    {.rate = IBV_RATE_30_GBPS, .mbps = 30000, .mult = 12},
+    {.rate = IBV_RATE_40_GBPS, .mbps = 40000, .mult = 16},
+    {.rate = IBV_RATE_60_GBPS, .mbps = 60000, .mult = 24},
+    {.rate = IBV_RATE_80_GBPS, .mbps = 80000, .mult = 32},
+    {.rate = IBV_RATE_120_GBPS, .mbps = 120000, .mult = 48},
+    {.rate = IBV_RATE_14_GBPS, .mbps = 14062, .mult = 0},
+    {.rate = IBV_RATE_56_GBPS, .mbps = 56250, .mult = 0},
+    {.rate = IBV_RATE_112_GBPS, .mbps = 112500, .mult = 0},
+    {.rate = IBV_RATE_168_GBPS, .mbps = 168750, .mult = 0},
+    {.rate = IBV_RATE_25_GBPS, .mbps = 25781, .mult = 0},
+    {.rate = IBV_RATE_100_GBPS, .mbps = 103125, .mult = 0},
+    {.rate = IBV_RATE_200_GBPS, .mbps = 206250, .mult = 0},
+    {.rate = IBV_RATE_300_GBPS, .mbps = 309375, .mult = 0},
+    {.rate = IBV_RATE_28_GBPS, .mbps = 28125, .mult = 11},
+    {.rate = IBV_RATE_50_GBPS, .mbps = 53125, .mult = 20},
+    {.rate = IBV_RATE_400_GBPS, .mbps = 425000, .mult = 160},
+    {.rate = IBV_RATE_600_GBPS, .mbps = 637500, .mult = 240},
+    {.rate = IBV_RATE_800_GBPS, .mbps = 850000, .mult = 320},
+    {.rate = IBV_RATE_1200_GBPS, .mbps = 1275000, .mult = 480},
 };
 
 int ibv_rate_to_mult(enum ibv_rate rate)
@@ -219,8 +217,7 @@ enum ibv_rate mbps_to_ibv_rate(int mbps)
 /* kernel ABI struct converters                                       */
 /* ------------------------------------------------------------------ */
 
-void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst,
-				struct ib_uverbs_ah_attr *src)
+void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src)
 {
 	memcpy(dst->grh.dgid.raw, src->grh.dgid, sizeof(dst->grh.dgid.raw));
 	dst->grh.flow_label = src->grh.flow_label;
@@ -240,8 +237,7 @@ void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst,
  * Every field of the kernel structure is copied, qp_state included (rdma-core
  * 44 happens to leave dst->qp_state untouched).
  */
-void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst,
-				struct ib_uverbs_qp_attr *src)
+void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src)
 {
 	dst->qp_state = src->qp_state;
 	dst->cur_qp_state = src->cur_qp_state;
@@ -277,8 +273,7 @@ void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst,
 	dst->alt_timeout = src->alt_timeout;
 }
 
-void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
-				 struct ib_user_path_rec *src)
+void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, struct ib_user_path_rec *src)
 {
 	memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
 	memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
@@ -302,8 +297,7 @@ void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
 	dst->preference = src->preference;
 }
 
-void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
-			       struct ibv_sa_path_rec *src)
+void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst, struct ibv_sa_path_rec *src)
 {
 	memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
 	memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
@@ -363,8 +357,7 @@ const char *ibv_get_sysfs_path(void)
  * in buf including the terminator is an error (EOVERFLOW) rather than being
  * silently truncated.
  */
-int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
-			size_t size)
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
 {
 	char path[PATH_MAX];
 	ssize_t len;
@@ -529,10 +522,8 @@ int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 }
 
 /* RoCE neighbour resolution; softrdma's link layer is not Ethernet. */
-int ibv_resolve_eth_l2_from_gid(struct ibv_context *context,
-				struct ibv_ah_attr *attr,
-				uint8_t eth_mac[ETHERNET_LL_SIZE],
-				uint16_t *vid)
+int ibv_resolve_eth_l2_from_gid(struct ibv_context *context, struct ibv_ah_attr *attr,
+				uint8_t eth_mac[ETHERNET_LL_SIZE], uint16_t *vid)
 {
 	return EOPNOTSUPP;
 }

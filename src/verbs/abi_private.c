@@ -62,8 +62,7 @@ static void log_init(void)
 	v = strtol(env, &end, 0);
 	if (*end || v < 0)
 		return;
-	log_level = v > SOFTRDMA_VERBS_LOG_DEBUG ? SOFTRDMA_VERBS_LOG_DEBUG
-						 : (uint32_t)v;
+	log_level = v > SOFTRDMA_VERBS_LOG_DEBUG ? SOFTRDMA_VERBS_LOG_DEBUG : (uint32_t)v;
 	if (log_level == SOFTRDMA_VERBS_LOG_NONE)
 		return;
 	file = secure_getenv("VERBS_LOG_FILE");
@@ -75,8 +74,7 @@ static void log_init(void)
 	}
 }
 
-void __verbs_log(struct verbs_context *ctx, uint32_t level, const char *fmt,
-		 ...)
+void __verbs_log(struct verbs_context *ctx, uint32_t level, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -96,17 +94,14 @@ void __verbs_log(struct verbs_context *ctx, uint32_t level, const char *fmt,
 /* provider context construction                                      */
 /* ------------------------------------------------------------------ */
 
-void *_verbs_init_and_alloc_context(struct ibv_device *device, int cmd_fd,
-				    size_t alloc_size,
-				    struct verbs_context *context_offset,
-				    uint32_t driver_id)
+void *_verbs_init_and_alloc_context(struct ibv_device *device, int cmd_fd, size_t alloc_size,
+				    struct verbs_context *context_offset, uint32_t driver_id)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
 }
 
-struct ibv_context *verbs_open_device(struct ibv_device *device,
-				      void *private_data)
+struct ibv_context *verbs_open_device(struct ibv_device *device, void *private_data)
 {
 	errno = EOPNOTSUPP;
 	return NULL;
@@ -121,13 +116,12 @@ void verbs_set_ops(struct verbs_context *vctx, const void *ops)
 {
 }
 
-void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context,
-		   struct ibv_comp_channel *channel, void *cq_context)
+void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context, struct ibv_comp_channel *channel,
+		   void *cq_context)
 {
 }
 
-int ibv_read_ibdev_sysfs_file(char *buf, size_t size, void *sysfs_dev,
-			      const char *fnfmt, ...)
+int ibv_read_ibdev_sysfs_file(char *buf, size_t size, void *sysfs_dev, const char *fnfmt, ...)
 {
 	errno = EOPNOTSUPP;
 	return -1;
@@ -147,8 +141,7 @@ int execute_ioctl(struct ibv_context *context, struct ibv_command_buffer *cmd)
  * inside struct ibv_command_buffer; the count is only used to size a buffer
  * that execute_ioctl() then refuses, so the caller's own count is enough.
  */
-unsigned int __ioctl_final_num_attrs(unsigned int num_attrs,
-				     struct ibv_command_buffer *link)
+unsigned int __ioctl_final_num_attrs(unsigned int num_attrs, struct ibv_command_buffer *link)
 {
 	return num_attrs;
 }

@@ -30,19 +30,14 @@ struct verbs_device_ops;
 
 /* ---- public-ABI helpers without a public prototype (abi_misc.c) ---- */
 
-int ibv_read_sysfs_file(const char *dir, const char *file, char *buf,
-			size_t size);
+int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
 const char *ibv_get_sysfs_path(void);
 int ibv_dontfork_range(void *base, size_t size);
 int ibv_dofork_range(void *base, size_t size);
-void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst,
-				struct ib_uverbs_ah_attr *src);
-void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst,
-				struct ib_uverbs_qp_attr *src);
-void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
-				 struct ib_user_path_rec *src);
-void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
-			       struct ibv_sa_path_rec *src);
+void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src);
+void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src);
+void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst, struct ib_user_path_rec *src);
+void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst, struct ibv_sa_path_rec *src);
 
 /* ---- IBVERBS_PRIVATE_34 (abi_private.c) ---- */
 
@@ -58,25 +53,20 @@ enum {
 extern bool verbs_allow_disassociate_destroy;
 
 void verbs_register_driver_34(const struct verbs_device_ops *ops);
-void __verbs_log(struct verbs_context *ctx, uint32_t level, const char *fmt,
-		 ...) __attribute__((format(printf, 3, 4)));
+void __verbs_log(struct verbs_context *ctx, uint32_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-void *_verbs_init_and_alloc_context(struct ibv_device *device, int cmd_fd,
-				    size_t alloc_size,
-				    struct verbs_context *context_offset,
-				    uint32_t driver_id);
+void *_verbs_init_and_alloc_context(struct ibv_device *device, int cmd_fd, size_t alloc_size,
+				    struct verbs_context *context_offset, uint32_t driver_id);
 void verbs_uninit_context(struct verbs_context *context);
 void verbs_set_ops(struct verbs_context *vctx, const void *ops);
-void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context,
-		   struct ibv_comp_channel *channel, void *cq_context);
-struct ibv_context *verbs_open_device(struct ibv_device *device,
-				      void *private_data);
-int ibv_read_ibdev_sysfs_file(char *buf, size_t size, void *sysfs_dev,
-			      const char *fnfmt, ...)
-	__attribute__((format(printf, 4, 5)));
+void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context, struct ibv_comp_channel *channel,
+		   void *cq_context);
+struct ibv_context *verbs_open_device(struct ibv_device *device, void *private_data);
+int ibv_read_ibdev_sysfs_file(char *buf, size_t size, void *sysfs_dev, const char *fnfmt, ...)
+    __attribute__((format(printf, 4, 5)));
 int execute_ioctl(struct ibv_context *context, struct ibv_command_buffer *cmd);
-unsigned int __ioctl_final_num_attrs(unsigned int num_attrs,
-				     struct ibv_command_buffer *link);
+unsigned int __ioctl_final_num_attrs(unsigned int num_attrs, struct ibv_command_buffer *link);
 
 /*
  * The ibv_cmd_* kernel-command helpers.  All return int in rdma-core: 0 or a

@@ -21,8 +21,7 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 		return NULL;
 	}
 	ctx = to_sctx(pd->context);
-	if (attr->port_num != 1 ||
-	    (attr->is_global && attr->grh.sgid_index >= ctx->dev.gid_cnt) ||
+	if (attr->port_num != 1 || (attr->is_global && attr->grh.sgid_index >= ctx->dev.gid_cnt) ||
 	    attr->static_rate > IBV_RATE_400_GBPS) {
 		errno = EINVAL;
 		return NULL;

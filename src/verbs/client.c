@@ -11,8 +11,8 @@
 #include "core/msg.h"
 #include "verbs/internal.h"
 
-static int exchange(int sock, const struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds,
-		    int *rfds, int *nrfds)
+static int exchange(int sock, const struct sr_req *req, struct sr_rep *rep, const int *fds,
+		    int nfds, int *rfds, int *nrfds)
 {
 	int cap = nrfds ? *nrfds : 0;
 	long n;
@@ -31,8 +31,8 @@ static int exchange(int sock, const struct sr_req *req, struct sr_rep *rep, cons
 	return rep->status;
 }
 
-int sr_ctx_request(struct sr_context *ctx, struct sr_req *req, struct sr_rep *rep,
-		   const int *fds, int nfds, int *rfds, int *nrfds)
+int sr_ctx_request(struct sr_context *ctx, struct sr_req *req, struct sr_rep *rep, const int *fds,
+		   int nfds, int *rfds, int *nrfds)
 {
 	int ret;
 

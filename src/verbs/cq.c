@@ -108,8 +108,8 @@ static struct sr_cq *cq_create(struct ibv_context *context, int cqe, void *cq_co
 	cq->handle = rep.handle;
 	cq->shm = sr_arena_ptr(ctx->arena, rep.u.cq.off);
 	cq->wc_flags = wc_flags;
-	if (wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
-			IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
+	if (wc_flags &
+	    (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
 		cq->shm->flags |= SR_CQ_TIMESTAMPS; /* before any QP can use it */
 	pthread_mutex_init(&cq->poll_lock, NULL);
 	cq->cq.context = context;
@@ -141,10 +141,10 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_cont
 	return cq ? ibv_cq_ex_to_cq(&cq->cq) : NULL;
 }
 
-#define SR_WC_FLAGS_SUPPORTED                                                                    \
-	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |                   \
-	 IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |                        \
-	 IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                    \
+#define SR_WC_FLAGS_SUPPORTED                                                                      \
+	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |                    \
+	 IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |                         \
+	 IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                     \
 	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 
 struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *context, struct ibv_cq_init_attr_ex *attr)
@@ -162,8 +162,8 @@ struct ibv_cq_ex *sr_create_cq_ex(struct ibv_context *context, struct ibv_cq_ini
 		return NULL;
 	}
 	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
-	    (attr->flags & ~(uint32_t)(IBV_CREATE_CQ_ATTR_SINGLE_THREADED |
-				       IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN))) {
+	    (attr->flags &
+	     ~(uint32_t)(IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN))) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

@@ -138,7 +138,8 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ret = sr_hello(ctx->sock, false, &ctx->dev, &arena_fd);
 	if (ret)
 		goto err_sock;
-	ctx->arena = mmap(NULL, ctx->dev.arena_size, PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd, 0);
+	ctx->arena =
+	    mmap(NULL, ctx->dev.arena_size, PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd, 0);
 	close(arena_fd);
 	if (ctx->arena == MAP_FAILED) {
 		ret = -errno;
@@ -418,6 +419,6 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned i
 		return -1;
 	}
 	*type = ctx->dev.gids[index].type == IBV_GID_TYPE_ROCE_V2 ? SR_GID_TYPE_SYSFS_ROCE_V2
-								   : SR_GID_TYPE_SYSFS_IB_ROCE_V1;
+								  : SR_GID_TYPE_SYSFS_IB_ROCE_V1;
 	return 0;
 }

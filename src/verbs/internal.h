@@ -18,7 +18,7 @@
 #include <softrdma/layout.h>
 #include <softrdma/proto.h>
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Mirrors rdma-core's `struct verbs_device { struct ibv_device; const ops *; }`:
  * the real libmlx5/libefa read the word after ibv_device to recognise their
@@ -35,13 +35,13 @@ struct sr_list {
 
 struct sr_context {
 	struct verbs_context vctx; /* must be first: &vctx.context is handed out */
-	int sock;                  /* control socket to softrdmad */
+	int sock;		   /* control socket to softrdmad */
 	pthread_mutex_t sock_lock; /* one request in flight per context */
 	void *arena;
 	uint64_t arena_size;
 	struct sr_dev_info dev;
 	uint32_t async_fd_id;
-	pthread_mutex_t lock;      /* the object lists below */
+	pthread_mutex_t lock; /* the object lists below */
 	struct sr_list qps, srqs, cqs;
 	uint32_t async_port_events; /* bits of port-scoped events raised locally */
 };
@@ -71,12 +71,12 @@ struct sr_comp_channel {
 };
 
 struct sr_cq {
-	struct ibv_cq_ex cq;       /* ibv_cq_ex first: ibv_cq_ex_to_cq is a cast */
+	struct ibv_cq_ex cq; /* ibv_cq_ex first: ibv_cq_ex_to_cq is a cast */
 	struct sr_list link;
 	uint32_t handle;
 	struct sr_cq_shm *shm;
-	uint64_t wc_flags;         /* ibv_create_cq_ex wc_flags */
-	struct sr_cqe cur;         /* extended polling: the entry being read */
+	uint64_t wc_flags;	   /* ibv_create_cq_ex wc_flags */
+	struct sr_cqe cur;	   /* extended polling: the entry being read */
 	pthread_mutex_t poll_lock; /* consumers within this process */
 	uint32_t events_reported;  /* by ibv_get_cq_event; under cq.mutex */
 };
@@ -89,9 +89,9 @@ struct sr_srq {
 };
 
 struct sr_qp {
-	struct ibv_qp_ex qpx;      /* qp_base first: an ibv_qp_ex for the wr_* API */
+	struct ibv_qp_ex qpx; /* qp_base first: an ibv_qp_ex for the wr_* API */
 	struct sr_list link;
-	bool has_qpx;              /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
+	bool has_qpx; /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
 	struct sr_qp_shm *shm;
 	struct ibv_qp_cap cap;
 	/* ibv_wr_* builder state */
@@ -115,12 +115,12 @@ static inline struct sr_device *to_sdev(struct ibv_device *d)
 	return container_of(d, struct sr_device, dev);
 }
 
-#define to_spd(p) container_of(p, struct sr_pd, pd)
-#define to_smr(p) container_of(p, struct sr_mr, mr)
-#define to_scq(p) container_of((struct ibv_cq_ex *)(p), struct sr_cq, cq)
-#define to_sqp(p) container_of(p, struct sr_qp, qpx.qp_base)
-#define to_ssrq(p) container_of(p, struct sr_srq, srq)
-#define to_sah(p) container_of(p, struct sr_ah, ah)
+#define to_spd(p)      container_of(p, struct sr_pd, pd)
+#define to_smr(p)      container_of(p, struct sr_mr, mr)
+#define to_scq(p)      container_of((struct ibv_cq_ex *)(p), struct sr_cq, cq)
+#define to_sqp(p)      container_of(p, struct sr_qp, qpx.qp_base)
+#define to_ssrq(p)     container_of(p, struct sr_srq, srq)
+#define to_sah(p)      container_of(p, struct sr_ah, ah)
 #define to_schannel(p) container_of(p, struct sr_comp_channel, ch)
 
 static inline void sr_list_init(struct sr_list *l)
@@ -144,8 +144,8 @@ static inline void sr_list_del(struct sr_list *n)
 }
 
 /* client.c: control requests (0 or -errno) */
-int sr_ctx_request(struct sr_context *ctx, struct sr_req *req, struct sr_rep *rep,
-		   const int *fds, int nfds, int *rfds, int *nrfds);
+int sr_ctx_request(struct sr_context *ctx, struct sr_req *req, struct sr_rep *rep, const int *fds,
+		   int nfds, int *rfds, int *nrfds);
 int sr_ctx_reg_fd(struct sr_context *ctx, int fd, uint32_t kind, uint32_t *fd_id);
 void sr_ctx_close_fd(struct sr_context *ctx, uint32_t fd_id);
 int sr_ctx_get_fd(struct sr_context *ctx, uint32_t fd_id);

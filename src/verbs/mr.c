@@ -76,7 +76,7 @@ static int copy_own(void *dst, const void *src, size_t len)
 
 	for (size_t off = 0; off < len; off += step) {
 		size_t cnt = len - off < step ? len - off : step;
-		struct iovec l = { (char *)dst + off, cnt }, r = { (char *)src + off, cnt };
+		struct iovec l = {(char *)dst + off, cnt}, r = {(char *)src + off, cnt};
 		ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
 
 		if (n != (ssize_t)cnt)
@@ -372,8 +372,8 @@ static int mr_get_backings(struct sr_mr *mr, uintptr_t addr, size_t len)
 	return 0;
 }
 
-#define SR_ACCESS_SUPPORTED                                                                     \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |             \
+#define SR_ACCESS_SUPPORTED                                                                        \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
 
 static int check_access(unsigned int access)

@@ -11,10 +11,10 @@
 
 #include "verbs/internal.h"
 
-#define UNSUPPORTED_PTR                                                                         \
-	do {                                                                                    \
-		errno = EOPNOTSUPP;                                                             \
-		return NULL;                                                                    \
+#define UNSUPPORTED_PTR                                                                            \
+	do {                                                                                       \
+		errno = EOPNOTSUPP;                                                                \
+		return NULL;                                                                       \
 	} while (0)
 
 static struct ibv_mr *dummy_alloc_null_mr(struct ibv_pd *pd)
@@ -270,7 +270,7 @@ void sr_ctx_set_ops(struct sr_context *ctx)
 	v->ibv_destroy_flow = dummy_destroy_flow;
 	v->ABI_placeholder2 = (void (*)(void))dummy_destroy_flow; /* old binaries' destroy_flow */
 	v->ibv_create_flow = dummy_create_flow;
-	v->ABI_placeholder1 = (void (*)(void))abi_create_flow;    /* old binaries' create_flow */
+	v->ABI_placeholder1 = (void (*)(void))abi_create_flow; /* old binaries' create_flow */
 	v->open_qp = dummy_open_qp;
 	v->create_qp_ex = sr_create_qp_ex;
 	v->get_srq_num = dummy_get_srq_num;

@@ -12,7 +12,7 @@
 #include "shm/exec.h"
 #include "verbs/internal.h"
 
-#define SR_SEND_OPS_SUPPORTED                                                                    \
+#define SR_SEND_OPS_SUPPORTED                                                                      \
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |    \
 	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                                 \
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |                 \
@@ -40,8 +40,8 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 	}
 	if (attr->cap.max_send_wr > SR_MAX_QP_WR || attr->cap.max_send_sge > SR_MAX_SGE ||
 	    attr->cap.max_inline_data > SR_MAX_INLINE ||
-	    (!attr->srq && (attr->cap.max_recv_wr > SR_MAX_QP_WR ||
-			    attr->cap.max_recv_sge > SR_MAX_SGE))) {
+	    (!attr->srq &&
+	     (attr->cap.max_recv_wr > SR_MAX_QP_WR || attr->cap.max_recv_sge > SR_MAX_SGE))) {
 		errno = EINVAL;
 		return NULL;
 	}

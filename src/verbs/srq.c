@@ -119,7 +119,8 @@ int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
 	srq_attr->max_wr = s->rq.max_wr;
 	srq_attr->max_sge = s->rq.max_sge;
 	/* a limit that fired is disarmed and reads back as 0, as on hardware */
-	srq_attr->srq_limit = atomic_load_explicit(&s->limit_armed, memory_order_acquire) ? s->rq.limit : 0;
+	srq_attr->srq_limit =
+	    atomic_load_explicit(&s->limit_armed, memory_order_acquire) ? s->rq.limit : 0;
 	return 0;
 }
 

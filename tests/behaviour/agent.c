@@ -12,10 +12,10 @@
 
 #include "agent.h"
 
-#define AG_MAX_QP 2048
-#define AG_MAX_CQ 16
-#define AG_MAX_MR 64
-#define AG_MAX_OBJ 16
+#define AG_MAX_QP      2048
+#define AG_MAX_CQ      16
+#define AG_MAX_MR      64
+#define AG_MAX_OBJ     16
 #define AG_MAX_PAYLOAD (1u << 20)
 
 struct agent_state {
@@ -47,8 +47,8 @@ static char *range(struct agent_state *s, int64_t h, int64_t off, uint64_t len)
 {
 	struct vbuf *b = mr_at(s, h);
 
-	if (!b || off < -(int64_t)b->guard || (uint64_t)(off + (int64_t)b->guard) + len >
-						      b->len + 2 * b->guard)
+	if (!b || off < -(int64_t)b->guard ||
+	    (uint64_t)(off + (int64_t)b->guard) + len > b->len + 2 * b->guard)
 		return NULL;
 	return b->p + off;
 }
@@ -81,8 +81,7 @@ static struct ibv_ah *ah_for(struct agent_state *s, const uint8_t *gid)
 	return s->ah;
 }
 
-static int64_t do_post_send(struct agent_state *s, const char *in, uint32_t len,
-			    struct ag_rep *rp)
+static int64_t do_post_send(struct agent_state *s, const char *in, uint32_t len, struct ag_rep *rp)
 {
 	const struct ag_wr *w = (const void *)in;
 	struct ibv_sge sge[LAYOUT_MAX];
@@ -206,7 +205,7 @@ static int64_t do_atomic_loop(struct agent_state *s, const struct ag_req *rq, st
 				res[done++] = v; /* our increment took effect */
 				cur = v + 1;
 			} else {
-				cur = v;         /* lost the race: retry from the value seen */
+				cur = v; /* lost the race: retry from the value seen */
 			}
 		}
 	}
@@ -223,9 +222,9 @@ static int64_t do_ud_loop(struct agent_state *s, const struct ag_req *rq, struct
 
 	if (!qp || !cq || rq->len != 16)
 		return -EINVAL;
-	rp->a[0] = ud_send_loop(&s->d, qp, cq, ah_for(s, (const uint8_t *)s->in),
-				(uint32_t)rq->a[3], (uint32_t)rq->a[4], (uint64_t)rq->a[5],
-				(int)rq->a[2]);
+	rp->a[0] =
+	    ud_send_loop(&s->d, qp, cq, ah_for(s, (const uint8_t *)s->in), (uint32_t)rq->a[3],
+			 (uint32_t)rq->a[4], (uint64_t)rq->a[5], (int)rq->a[2]);
 	return 0;
 }
 
@@ -275,7 +274,7 @@ static int64_t handle(struct agent_state *s, const struct ag_req *rq, struct ag_
 		return 0;
 	}
 	case AG_SRQ_MODIFY: {
-		struct ibv_srq_attr at = { .srq_limit = (uint32_t)a[1] };
+		struct ibv_srq_attr at = {.srq_limit = (uint32_t)a[1]};
 
 		if (a[0] < 0 || a[0] >= s->nsrq)
 			return -EINVAL;
@@ -323,12 +322,12 @@ static int64_t handle(struct agent_state *s, const struct ag_req *rq, struct ag_
 	}
 	case AG_QP_CONNECT: {
 		struct conn c = {
-			.access = (uint32_t)a[4],
-			.timeout = (uint8_t)a[5],
-			.retry_cnt = (uint8_t)a[6],
-			.rnr_retry = (uint8_t)a[7],
-			.min_rnr_timer = (uint8_t)a[8],
-			.qkey = (uint32_t)a[9],
+		    .access = (uint32_t)a[4],
+		    .timeout = (uint8_t)a[5],
+		    .retry_cnt = (uint8_t)a[6],
+		    .rnr_retry = (uint8_t)a[7],
+		    .min_rnr_timer = (uint8_t)a[8],
+		    .qkey = (uint32_t)a[9],
 		};
 		union ibv_gid g;
 
@@ -601,7 +600,7 @@ static void agent_main(int fd, void *arg)
 
 void agent_start(struct agent *ag, const char *name)
 {
-	struct ag_req rq = { .op = AG_INFO };
+	struct ag_req rq = {.op = AG_INFO};
 	struct ag_rep rp;
 
 	memset(ag, 0, sizeof(*ag));
@@ -614,7 +613,7 @@ void agent_start(struct agent *ag, const char *name)
 
 void agent_stop(struct agent *ag)
 {
-	struct ag_req rq = { .op = AG_EXIT };
+	struct ag_req rq = {.op = AG_EXIT};
 	int st;
 
 	if (ag->c.pid <= 0)
@@ -637,8 +636,8 @@ int64_t ag_reply(struct agent *ag, struct ag_rep *rp, void *out, size_t cap)
 	sr_read_all(ag->c.fd, rp, sizeof(*rp));
 	if (rp->len) {
 		if (rp->len > cap) {
-			sr__fail(__FILE__, __LINE__, "agent reply of %u bytes, room for %zu", rp->len,
-				 cap);
+			sr__fail(__FILE__, __LINE__, "agent reply of %u bytes, room for %zu",
+				 rp->len, cap);
 			sr__fatal();
 		}
 		sr_read_all(ag->c.fd, out, rp->len);
@@ -665,7 +664,7 @@ int64_t ag_call(struct agent *ag, const struct ag_req *rq, const void *payload, 
 
 int ag_cq(struct agent *ag, int cqe, int channel)
 {
-	struct ag_req rq = { .op = AG_CQ_CREATE, .a = { cqe, channel } };
+	struct ag_req rq = {.op = AG_CQ_CREATE, .a = {cqe, channel}};
 	struct ag_rep rp;
 
 	ag_call(ag, &rq, NULL, &rp, NULL, 0, 0);
@@ -675,17 +674,17 @@ int ag_cq(struct agent *ag, int cqe, int channel)
 struct ag_qp ag_qp_create(struct agent *ag, enum ibv_qp_type type, int scq, int rcq, int srq,
 			  int sig_all, int pd)
 {
-	const uint32_t caps[5] = { 64, 64, (uint32_t)ag->max_sge, (uint32_t)ag->max_sge, 256 };
+	const uint32_t caps[5] = {64, 64, (uint32_t)ag->max_sge, (uint32_t)ag->max_sge, 256};
 
 	return ag_qp_create_caps(ag, type, scq, rcq, srq, sig_all, pd, caps);
 }
 
-struct ag_qp ag_qp_create_caps(struct agent *ag, enum ibv_qp_type type, int scq, int rcq,
-			       int srq, int sig_all, int pd, const uint32_t caps[5])
+struct ag_qp ag_qp_create_caps(struct agent *ag, enum ibv_qp_type type, int scq, int rcq, int srq,
+			       int sig_all, int pd, const uint32_t caps[5])
 {
-	struct ag_req rq = { .op = AG_QP_CREATE,
-			     .a = { type, scq, rcq, srq, sig_all, caps[0], caps[1], caps[2],
-				    caps[3], caps[4], pd } };
+	struct ag_req rq = {
+	    .op = AG_QP_CREATE,
+	    .a = {type, scq, rcq, srq, sig_all, caps[0], caps[1], caps[2], caps[3], caps[4], pd}};
 	struct ag_rep rp;
 	struct ag_qp q;
 
@@ -701,17 +700,17 @@ struct ag_qp ag_qp_create_caps(struct agent *ag, enum ibv_qp_type type, int scq,
 void ag_qp_connect(struct agent *ag, int qp, uint32_t lpsn, uint32_t rqpn, uint32_t rpsn,
 		   const union ibv_gid *rgid, const struct conn *c)
 {
-	struct ag_req rq = { .op = AG_QP_CONNECT,
-			     .len = 16,
-			     .a = { qp, rqpn, rpsn, lpsn, c->access, c->timeout, c->retry_cnt,
-				    c->rnr_retry, c->min_rnr_timer, c->qkey } };
+	struct ag_req rq = {.op = AG_QP_CONNECT,
+			    .len = 16,
+			    .a = {qp, rqpn, rpsn, lpsn, c->access, c->timeout, c->retry_cnt,
+				  c->rnr_retry, c->min_rnr_timer, c->qkey}};
 
 	ag_call(ag, &rq, rgid->raw, NULL, NULL, 0, 0);
 }
 
 int ag_qp_state(struct agent *ag, int qp)
 {
-	struct ag_req rq = { .op = AG_QP_STATE, .a = { qp, -1 } };
+	struct ag_req rq = {.op = AG_QP_STATE, .a = {qp, -1}};
 	struct ag_rep rp;
 
 	ag_call(ag, &rq, NULL, &rp, NULL, 0, 0);
@@ -721,8 +720,8 @@ int ag_qp_state(struct agent *ag, int qp)
 struct ag_mr ag_mr_reg(struct agent *ag, uint64_t len, uint64_t guard, int access, int pd,
 		       int64_t fill_stream)
 {
-	struct ag_req rq = { .op = AG_MR_REG,
-			     .a = { (int64_t)len, (int64_t)guard, access, pd, fill_stream } };
+	struct ag_req rq = {.op = AG_MR_REG,
+			    .a = {(int64_t)len, (int64_t)guard, access, pd, fill_stream}};
 	struct ag_rep rp;
 	struct ag_mr m;
 
@@ -735,8 +734,7 @@ struct ag_mr ag_mr_reg(struct agent *ag, uint64_t len, uint64_t guard, int acces
 	return m;
 }
 
-static void to_ag_pieces(const struct piece *pc, int n, const int *mr_handles,
-			 struct ag_piece *out)
+static void to_ag_pieces(const struct piece *pc, int n, const int *mr_handles, struct ag_piece *out)
 {
 	for (int i = 0; i < n; i++) {
 		out[i].mr = mr_handles[pc[i].mr];
@@ -749,9 +747,9 @@ int ag_post_recv(struct agent *ag, int qp, int is_srq, uint64_t wr_id, const str
 		 int n, const int *mr_handles)
 {
 	struct ag_piece p[LAYOUT_MAX];
-	struct ag_req rq = { .op = AG_POST_RECV,
-			     .len = (uint32_t)(n * sizeof(struct ag_piece)),
-			     .a = { qp, is_srq, (int64_t)wr_id, n } };
+	struct ag_req rq = {.op = AG_POST_RECV,
+			    .len = (uint32_t)(n * sizeof(struct ag_piece)),
+			    .a = {qp, is_srq, (int64_t)wr_id, n}};
 	struct ag_rep rp;
 
 	to_ag_pieces(pc, n, mr_handles, p);
@@ -763,8 +761,8 @@ int ag_post_send(struct agent *ag, const struct ag_wr *wr, const struct piece *p
 		 const int *mr_handles, uint32_t *new_rkey)
 {
 	char buf[sizeof(struct ag_wr) + LAYOUT_MAX * sizeof(struct ag_piece)];
-	struct ag_req rq = { .op = AG_POST_SEND,
-			     .len = (uint32_t)(sizeof(*wr) + wr->nsge * sizeof(struct ag_piece)) };
+	struct ag_req rq = {.op = AG_POST_SEND,
+			    .len = (uint32_t)(sizeof(*wr) + wr->nsge * sizeof(struct ag_piece))};
 	struct ag_rep rp;
 
 	memcpy(buf, wr, sizeof(*wr));
@@ -777,18 +775,16 @@ int ag_post_send(struct agent *ag, const struct ag_wr *wr, const struct piece *p
 
 int ag_poll(struct agent *ag, int cq, struct ibv_wc *wc, int n, int timeout_ms)
 {
-	struct ag_req rq = { .op = AG_POLL, .a = { cq, n, timeout_ms } };
+	struct ag_req rq = {.op = AG_POLL, .a = {cq, n, timeout_ms}};
 	struct ag_rep rp;
 
 	ag_call(ag, &rq, NULL, &rp, wc, (size_t)n * sizeof(*wc), 0);
 	return (int)rp.a[0];
 }
 
-long ag_mem_check(struct agent *ag, int mr, int64_t off, uint64_t len, int64_t stream,
-		  uint64_t pos)
+long ag_mem_check(struct agent *ag, int mr, int64_t off, uint64_t len, int64_t stream, uint64_t pos)
 {
-	struct ag_req rq = { .op = AG_MEM_CHECK,
-			     .a = { mr, off, (int64_t)len, stream, (int64_t)pos } };
+	struct ag_req rq = {.op = AG_MEM_CHECK, .a = {mr, off, (int64_t)len, stream, (int64_t)pos}};
 	struct ag_rep rp;
 
 	ag_call(ag, &rq, NULL, &rp, NULL, 0, 0);
@@ -797,7 +793,7 @@ long ag_mem_check(struct agent *ag, int mr, int64_t off, uint64_t len, int64_t s
 
 long ag_guard_check(struct agent *ag, int mr)
 {
-	struct ag_req rq = { .op = AG_GUARD_CHECK, .a = { mr } };
+	struct ag_req rq = {.op = AG_GUARD_CHECK, .a = {mr}};
 	struct ag_rep rp;
 
 	ag_call(ag, &rq, NULL, &rp, NULL, 0, 0);
@@ -806,16 +802,15 @@ long ag_guard_check(struct agent *ag, int mr)
 
 void ag_mem_read(struct agent *ag, int mr, int64_t off, uint64_t len, void *out)
 {
-	struct ag_req rq = { .op = AG_MEM_READ, .a = { mr, off, (int64_t)len } };
+	struct ag_req rq = {.op = AG_MEM_READ, .a = {mr, off, (int64_t)len}};
 
 	ag_call(ag, &rq, NULL, NULL, out, len, 0);
 }
 
-void ag_mem_fill(struct agent *ag, int mr, int64_t off, uint64_t len, uint64_t stream,
-		 uint64_t pos)
+void ag_mem_fill(struct agent *ag, int mr, int64_t off, uint64_t len, uint64_t stream, uint64_t pos)
 {
-	struct ag_req rq = { .op = AG_MEM_FILL,
-			     .a = { mr, off, (int64_t)len, (int64_t)stream, (int64_t)pos } };
+	struct ag_req rq = {.op = AG_MEM_FILL,
+			    .a = {mr, off, (int64_t)len, (int64_t)stream, (int64_t)pos}};
 
 	ag_call(ag, &rq, NULL, NULL, NULL, 0, 0);
 }

@@ -20,42 +20,42 @@
 #include "vutil.h"
 
 enum ag_op {
-	AG_INFO = 1,      /* -> a0 active_mtu enum, a1 max_sge; payload: GID 0 */
-	AG_CQ_CREATE,     /* a0 cqe, a1 with channel -> a0 cq */
-	AG_SRQ_CREATE,    /* a0 max_wr, a1 max_sge, a2 limit -> a0 srq, a1 srqn */
-	AG_SRQ_MODIFY,    /* a0 srq, a1 limit */
-	AG_SRQ_QUERY,     /* a0 srq -> a0 max_wr, a1 limit */
-	AG_QP_CREATE,     /* a0 type, a1 scq, a2 rcq, a3 srq|-1, a4 sig_all, a5 send_wr,
-			     a6 recv_wr, a7 send_sge, a8 recv_sge, a9 inline, a10 pd (0|1)
-			     -> a0 qp, a1 qpn, a2 max_inline, a3 max_send_sge, a4 max_recv_sge */
-	AG_QP_CONNECT,    /* a0 qp, a1 rqpn, a2 rpsn, a3 lpsn, a4 access, a5 timeout,
-			     a6 retry_cnt, a7 rnr_retry, a8 min_rnr_timer, a9 qkey; payload: GID */
-	AG_QP_STATE,      /* a0 qp, a1 new state or -1 -> a0 state */
-	AG_QP_DESTROY,    /* a0 qp */
-	AG_MR_REG,        /* a0 len, a1 guard, a2 access, a3 pd (0|1), a4 fill stream
-			     -> a0 mr, a1 addr, a2 rkey, a3 lkey */
-	AG_MR_DEREG,      /* a0 mr */
-	AG_MEM_READ,      /* a0 mr, a1 off (from the region start; negative: guard), a2 len */
-	AG_MEM_FILL,      /* a0 mr, a1 off, a2 len, a3 stream, a4 pos */
-	AG_MEM_CHECK,     /* a0 mr, a1 off, a2 len, a3 stream (-1: guard bytes), a4 pos
-			     -> a0 offset of first difference or -1 */
-	AG_GUARD_CHECK,   /* a0 mr -> a0 damaged offset or -1 */
-	AG_POST_RECV,     /* a0 qp or srq, a1 is srq, a2 wr_id, a3 nsge; payload: pieces */
-	AG_POST_SEND,     /* payload: struct ag_wr + pieces -> a0 post result, a1 new rkey */
-	AG_BIND_MW1,      /* a0 qp, a1 mw, a2 mr, a3 off, a4 len, a5 access, a6 wr_id
-			     -> a0 post result, a1 new rkey */
-	AG_MW_ALLOC,      /* a0 type -> a0 mw, a1 rkey */
-	AG_POLL,          /* a0 cq, a1 n, a2 timeout ms -> a0 got; payload: ibv_wc[] */
-	AG_REQ_NOTIFY,    /* a0 cq, a1 solicited only */
-	AG_GET_CQ_EVENT,  /* a0 cq (and its channel), a1 nonblocking, a2 timeout ms (poll first)
-			     -> a0 result, a1 errno, a2 event was for this cq */
-	AG_GET_ASYNC,     /* a0 nonblocking -> a0 result, a1 errno, a2 event type,
-			     a3 srq or qp index of the element */
-	AG_MCAST,         /* a0 qp, a1 attach; payload: GID */
-	AG_ATOMIC_LOOP,   /* a0 qp, a1 cq, a2 raddr, a3 rkey, a4 count, a5 op (0 FAA, 1 CAS
-			     increment), a6 batch -> a0 errors; payload: returned values */
-	AG_UD_SEND_LOOP,  /* a0 qp, a1 cq, a2 count, a3 dest qpn, a4 qkey, a5 tag; payload: dest
-			     GID (see ud_send_loop) -> a0 errors */
+	AG_INFO = 1,	 /* -> a0 active_mtu enum, a1 max_sge; payload: GID 0 */
+	AG_CQ_CREATE,	 /* a0 cqe, a1 with channel -> a0 cq */
+	AG_SRQ_CREATE,	 /* a0 max_wr, a1 max_sge, a2 limit -> a0 srq, a1 srqn */
+	AG_SRQ_MODIFY,	 /* a0 srq, a1 limit */
+	AG_SRQ_QUERY,	 /* a0 srq -> a0 max_wr, a1 limit */
+	AG_QP_CREATE,	 /* a0 type, a1 scq, a2 rcq, a3 srq|-1, a4 sig_all, a5 send_wr,
+			    a6 recv_wr, a7 send_sge, a8 recv_sge, a9 inline, a10 pd (0|1)
+			    -> a0 qp, a1 qpn, a2 max_inline, a3 max_send_sge, a4 max_recv_sge */
+	AG_QP_CONNECT,	 /* a0 qp, a1 rqpn, a2 rpsn, a3 lpsn, a4 access, a5 timeout,
+			    a6 retry_cnt, a7 rnr_retry, a8 min_rnr_timer, a9 qkey; payload: GID */
+	AG_QP_STATE,	 /* a0 qp, a1 new state or -1 -> a0 state */
+	AG_QP_DESTROY,	 /* a0 qp */
+	AG_MR_REG,	 /* a0 len, a1 guard, a2 access, a3 pd (0|1), a4 fill stream
+			    -> a0 mr, a1 addr, a2 rkey, a3 lkey */
+	AG_MR_DEREG,	 /* a0 mr */
+	AG_MEM_READ,	 /* a0 mr, a1 off (from the region start; negative: guard), a2 len */
+	AG_MEM_FILL,	 /* a0 mr, a1 off, a2 len, a3 stream, a4 pos */
+	AG_MEM_CHECK,	 /* a0 mr, a1 off, a2 len, a3 stream (-1: guard bytes), a4 pos
+			    -> a0 offset of first difference or -1 */
+	AG_GUARD_CHECK,	 /* a0 mr -> a0 damaged offset or -1 */
+	AG_POST_RECV,	 /* a0 qp or srq, a1 is srq, a2 wr_id, a3 nsge; payload: pieces */
+	AG_POST_SEND,	 /* payload: struct ag_wr + pieces -> a0 post result, a1 new rkey */
+	AG_BIND_MW1,	 /* a0 qp, a1 mw, a2 mr, a3 off, a4 len, a5 access, a6 wr_id
+			    -> a0 post result, a1 new rkey */
+	AG_MW_ALLOC,	 /* a0 type -> a0 mw, a1 rkey */
+	AG_POLL,	 /* a0 cq, a1 n, a2 timeout ms -> a0 got; payload: ibv_wc[] */
+	AG_REQ_NOTIFY,	 /* a0 cq, a1 solicited only */
+	AG_GET_CQ_EVENT, /* a0 cq (and its channel), a1 nonblocking, a2 timeout ms (poll first)
+			    -> a0 result, a1 errno, a2 event was for this cq */
+	AG_GET_ASYNC,	 /* a0 nonblocking -> a0 result, a1 errno, a2 event type,
+			    a3 srq or qp index of the element */
+	AG_MCAST,	 /* a0 qp, a1 attach; payload: GID */
+	AG_ATOMIC_LOOP,	 /* a0 qp, a1 cq, a2 raddr, a3 rkey, a4 count, a5 op (0 FAA, 1 CAS
+			    increment), a6 batch -> a0 errors; payload: returned values */
+	AG_UD_SEND_LOOP, /* a0 qp, a1 cq, a2 count, a3 dest qpn, a4 qkey, a5 tag; payload: dest
+			    GID (see ud_send_loop) -> a0 errors */
 	AG_EXIT,
 };
 
@@ -76,12 +76,12 @@ struct ag_rep {
 struct ag_wr {
 	uint32_t qp, opcode, flags, nsge;
 	uint64_t wr_id;
-	uint32_t imm;         /* network order, as in ibv_send_wr */
+	uint32_t imm; /* network order, as in ibv_send_wr */
 	uint32_t inv_rkey;
 	uint64_t raddr;
 	uint32_t rkey;
 	uint32_t ud_qpn, ud_qkey;
-	uint32_t mw;          /* BIND_MW (type 2) */
+	uint32_t mw; /* BIND_MW (type 2) */
 	uint64_t compare_add, swap;
 	uint8_t ud_dgid[16];
 	int32_t bind_mr;
@@ -125,8 +125,8 @@ struct ag_qp {
 struct ag_qp ag_qp_create(struct agent *ag, enum ibv_qp_type type, int scq, int rcq, int srq,
 			  int sig_all, int pd);
 /* With explicit queue sizes: {send_wr, recv_wr, send_sge, recv_sge, inline}. */
-struct ag_qp ag_qp_create_caps(struct agent *ag, enum ibv_qp_type type, int scq, int rcq,
-			       int srq, int sig_all, int pd, const uint32_t caps[5]);
+struct ag_qp ag_qp_create_caps(struct agent *ag, enum ibv_qp_type type, int scq, int rcq, int srq,
+			       int sig_all, int pd, const uint32_t caps[5]);
 void ag_qp_connect(struct agent *ag, int qp, uint32_t lpsn, uint32_t rqpn, uint32_t rpsn,
 		   const union ibv_gid *rgid, const struct conn *c);
 int ag_qp_state(struct agent *ag, int qp);

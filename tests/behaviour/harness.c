@@ -58,8 +58,8 @@ void sr__fail(const char *file, int line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "[%s %d] %s:%d: FAIL%s%s%s: %s\n", sr_proc_name, (int)getpid(), file,
-		line, sr_note_buf[0] ? " [" : "", sr_note_buf, sr_note_buf[0] ? "]" : "", msg);
+	fprintf(stderr, "[%s %d] %s:%d: FAIL%s%s%s: %s\n", sr_proc_name, (int)getpid(), file, line,
+		sr_note_buf[0] ? " [" : "", sr_note_buf, sr_note_buf[0] ? "]" : "", msg);
 }
 
 void sr__fatal(void)
@@ -88,8 +88,8 @@ unsigned long sr_failed_here(void)
 	return atomic_load(&sr_failed_in_process);
 }
 
-void sr__check_mem(const char *file, int line, const char *what, const void *got,
-		   const void *want, size_t len)
+void sr__check_mem(const char *file, int line, const char *what, const void *got, const void *want,
+		   size_t len)
 {
 	const unsigned char *g = got, *w = want;
 
@@ -99,7 +99,8 @@ void sr__check_mem(const char *file, int line, const char *what, const void *got
 	}
 	for (size_t i = 0; i < len; i++) {
 		if (g[i] != w[i]) {
-			sr__fail(file, line, "%s: %zu bytes differ from offset %zu: got 0x%02x, want 0x%02x",
+			sr__fail(file, line,
+				 "%s: %zu bytes differ from offset %zu: got 0x%02x, want 0x%02x",
 				 what, len, i, g[i], w[i]);
 			return;
 		}
@@ -118,7 +119,7 @@ uint64_t sr_now_us(void)
 
 void sr_sleep_ms(unsigned ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
@@ -204,15 +205,17 @@ void sr__check_pat(const char *file, int line, const char *what, const void *p, 
 		return;
 	}
 	pat_fill(&want, 1, stream, pos + d);
-	sr__fail(file, line, "%s: %zu bytes of data stream %llu differ from offset %ld: got 0x%02x, want 0x%02x",
-		 what, len, (unsigned long long)stream, d, ((const unsigned char *)p)[d], want);
+	sr__fail(
+	    file, line,
+	    "%s: %zu bytes of data stream %llu differ from offset %ld: got 0x%02x, want 0x%02x",
+	    what, len, (unsigned long long)stream, d, ((const unsigned char *)p)[d], want);
 }
 
 /* ---- processes ---- */
 
 struct child sr_fork(const char *name, void (*fn)(int fd, void *arg), void *arg)
 {
-	struct child c = { -1, -1 };
+	struct child c = {-1, -1};
 	pid_t parent = getpid();
 	int sv[2];
 
@@ -281,7 +284,8 @@ void sr_write_all(int fd, const void *p, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			sr__fail(__FILE__, __LINE__, "peer socket write failed: %s", strerror(errno));
+			sr__fail(__FILE__, __LINE__, "peer socket write failed: %s",
+				 strerror(errno));
 			sr__fatal();
 		}
 		s += n;
@@ -295,7 +299,7 @@ bool sr_read_timeout(int fd, void *p, size_t len, int timeout_ms)
 	char *d = p;
 
 	while (len) {
-		struct pollfd pfd = { fd, POLLIN, 0 };
+		struct pollfd pfd = {fd, POLLIN, 0};
 		int64_t left = (int64_t)(end - sr_now_us());
 		ssize_t n;
 

@@ -31,98 +31,97 @@ struct sr_test {
 
 void sr__pass(void);
 void sr__fail(const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 void sr__fatal(void) __attribute__((noreturn));
 /* Sets the context printed with this thread's failures (e.g. the iteration). */
 void sr_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 unsigned long sr_failed_total(void);
 unsigned long sr_failed_here(void); /* in this process */
 
-#define CHECK(c)                                                                                  \
-	do {                                                                                      \
-		if (c)                                                                            \
-			sr__pass();                                                               \
-		else                                                                              \
-			sr__fail(__FILE__, __LINE__, "%s", #c);                                   \
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		if (c)                                                                             \
+			sr__pass();                                                                \
+		else                                                                               \
+			sr__fail(__FILE__, __LINE__, "%s", #c);                                    \
 	} while (0)
 
-#define CHECK_EQ(a, b)                                                                            \
-	do {                                                                                      \
-		unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);    \
-		if (a_ == b_)                                                                     \
-			sr__pass();                                                               \
-		else                                                                              \
-			sr__fail(__FILE__, __LINE__, "%s == %s: %lld (0x%llx) != %lld (0x%llx)",  \
-				 #a, #b, (long long)a_, a_, (long long)b_, b_);                   \
+#define CHECK_EQ(a, b)                                                                             \
+	do {                                                                                       \
+		unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);     \
+		if (a_ == b_)                                                                      \
+			sr__pass();                                                                \
+		else                                                                               \
+			sr__fail(__FILE__, __LINE__, "%s == %s: %lld (0x%llx) != %lld (0x%llx)",   \
+				 #a, #b, (long long)a_, a_, (long long)b_, b_);                    \
 	} while (0)
 
-#define CHECK_NE(a, b)                                                                            \
-	do {                                                                                      \
-		unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);    \
-		if (a_ != b_)                                                                     \
-			sr__pass();                                                               \
-		else                                                                              \
-			sr__fail(__FILE__, __LINE__, "%s != %s: both %lld (0x%llx)", #a, #b,      \
-				 (long long)a_, a_);                                              \
+#define CHECK_NE(a, b)                                                                             \
+	do {                                                                                       \
+		unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);     \
+		if (a_ != b_)                                                                      \
+			sr__pass();                                                                \
+		else                                                                               \
+			sr__fail(__FILE__, __LINE__, "%s != %s: both %lld (0x%llx)", #a, #b,       \
+				 (long long)a_, a_);                                               \
 	} while (0)
 
 /* Signed comparison with any operator: CHECK_CMP(elapsed_ms, <=, 900). */
-#define CHECK_CMP(a, op, b)                                                                       \
-	do {                                                                                      \
-		long long a_ = (long long)(a), b_ = (long long)(b);                               \
-		if (a_ op b_)                                                                     \
-			sr__pass();                                                               \
-		else                                                                              \
-			sr__fail(__FILE__, __LINE__, "%s %s %s: %lld vs %lld", #a, #op, #b, a_,   \
-				 b_);                                                             \
+#define CHECK_CMP(a, op, b)                                                                        \
+	do {                                                                                       \
+		long long a_ = (long long)(a), b_ = (long long)(b);                                \
+		if (a_ op b_)                                                                      \
+			sr__pass();                                                                \
+		else                                                                               \
+			sr__fail(__FILE__, __LINE__, "%s %s %s: %lld vs %lld", #a, #op, #b, a_,    \
+				 b_);                                                              \
 	} while (0)
 
 /* Work completion status, printed by name. */
-#define CHECK_STATUS(st, want)                                                                    \
-	do {                                                                                      \
-		int s_ = (int)(st), w_ = (int)(want);                                             \
-		if (s_ == w_)                                                                     \
-			sr__pass();                                                               \
-		else                                                                              \
-			sr__fail(__FILE__, __LINE__, "%s: got %s (%d), want %s (%d)", #st,        \
-				 ibv_wc_status_str(s_), s_, ibv_wc_status_str(w_), w_);           \
+#define CHECK_STATUS(st, want)                                                                     \
+	do {                                                                                       \
+		int s_ = (int)(st), w_ = (int)(want);                                              \
+		if (s_ == w_)                                                                      \
+			sr__pass();                                                                \
+		else                                                                               \
+			sr__fail(__FILE__, __LINE__, "%s: got %s (%d), want %s (%d)", #st,         \
+				 ibv_wc_status_str(s_), s_, ibv_wc_status_str(w_), w_);            \
 	} while (0)
 
 /* Byte-for-byte comparison; prints the first differing offset. */
-#define CHECK_MEM(got, want, len)                                                                 \
-	sr__check_mem(__FILE__, __LINE__, #got, (got), (want), (len))
-void sr__check_mem(const char *file, int line, const char *what, const void *got,
-		   const void *want, size_t len);
+#define CHECK_MEM(got, want, len) sr__check_mem(__FILE__, __LINE__, #got, (got), (want), (len))
+void sr__check_mem(const char *file, int line, const char *what, const void *got, const void *want,
+		   size_t len);
 
-#define REQUIRE(c)                                                                                \
-	do {                                                                                      \
-		if (c) {                                                                          \
-			sr__pass();                                                               \
-		} else {                                                                          \
-			sr__fail(__FILE__, __LINE__, "required: %s", #c);                         \
-			sr__fatal();                                                              \
-		}                                                                                 \
+#define REQUIRE(c)                                                                                 \
+	do {                                                                                       \
+		if (c) {                                                                           \
+			sr__pass();                                                                \
+		} else {                                                                           \
+			sr__fail(__FILE__, __LINE__, "required: %s", #c);                          \
+			sr__fatal();                                                               \
+		}                                                                                  \
 	} while (0)
 
-#define REQUIRE_EQ(a, b)                                                                          \
-	do {                                                                                      \
-		unsigned long f_ = sr_failed_here();                                              \
-		CHECK_EQ(a, b);                                                                   \
-		if (sr_failed_here() != f_)                                                       \
-			sr__fatal();                                                              \
+#define REQUIRE_EQ(a, b)                                                                           \
+	do {                                                                                       \
+		unsigned long f_ = sr_failed_here();                                               \
+		CHECK_EQ(a, b);                                                                    \
+		if (sr_failed_here() != f_)                                                        \
+			sr__fatal();                                                               \
 	} while (0)
 
 /* A verbs call that returns 0 or an errno (or -1 + errno). */
-#define REQUIRE_OK(call)                                                                          \
-	do {                                                                                      \
-		int r_ = (call);                                                                  \
-		if (r_ == 0) {                                                                    \
-			sr__pass();                                                               \
-		} else {                                                                          \
-			sr__fail(__FILE__, __LINE__, "%s: returned %d (errno %d)", #call, r_,     \
-				 errno);                                                          \
-			sr__fatal();                                                              \
-		}                                                                                 \
+#define REQUIRE_OK(call)                                                                           \
+	do {                                                                                       \
+		int r_ = (call);                                                                   \
+		if (r_ == 0) {                                                                     \
+			sr__pass();                                                                \
+		} else {                                                                           \
+			sr__fail(__FILE__, __LINE__, "%s: returned %d (errno %d)", #call, r_,      \
+				 errno);                                                           \
+			sr__fatal();                                                               \
+		}                                                                                  \
 	} while (0)
 
 /* ---- time, randomness, data patterns ---- */
@@ -147,7 +146,7 @@ uint64_t rng_size(struct rng *r, uint64_t max);
 void pat_fill(void *dst, size_t len, uint64_t stream, uint64_t pos);
 /* Offset of the first byte that differs from the stream, or -1. */
 long pat_find_diff(const void *p, size_t len, uint64_t stream, uint64_t pos);
-#define CHECK_PAT(p, len, stream, pos)                                                            \
+#define CHECK_PAT(p, len, stream, pos)                                                             \
 	sr__check_pat(__FILE__, __LINE__, #p, (p), (len), (stream), (pos))
 void sr__check_pat(const char *file, int line, const char *what, const void *p, size_t len,
 		   uint64_t stream, uint64_t pos);

@@ -37,13 +37,13 @@
 #define SR_DAEMON_PATH "softrdmad"
 #endif
 
-#define SR_TABLE_ENTRY(name, timeout) { #name, test_##name, timeout },
-static const struct sr_test sr_tests[] = { SR_TEST_LIST(SR_TABLE_ENTRY) };
+#define SR_TABLE_ENTRY(name, timeout) {#name, test_##name, timeout},
+static const struct sr_test sr_tests[] = {SR_TEST_LIST(SR_TABLE_ENTRY)};
 #define SR_NTESTS (sizeof(sr_tests) / sizeof(sr_tests[0]))
 
 static bool daemon_reachable(const char *name)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	socklen_t len;
 	int fd, ok;
 

@@ -50,7 +50,7 @@ static void eenv_teardown(struct eenv *e)
 static struct ibv_qp *new_pair(struct eenv *e, struct ag_qp *aq, const struct conn *ours,
 			       const struct conn *theirs)
 {
-	struct qp_spec s = { .type = IBV_QPT_RC, .scq = e->cq, .send_wr = 32 };
+	struct qp_spec s = {.type = IBV_QPT_RC, .scq = e->cq, .send_wr = 32};
 	struct ibv_qp *qp = vqp_create(&e->d, &s);
 
 	*aq = ag_qp_create(&e->ag, IBV_QPT_RC, e->acq, e->acq, -1, 0, 0);
@@ -71,7 +71,7 @@ void test_err_local_prot(void)
 	struct ibv_send_wr wr;
 	struct ibv_wc wc;
 	struct vbuf ro;
-	struct piece pc = { 0, 0, 256 };
+	struct piece pc = {0, 0, 256};
 	int gone_h;
 	const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
@@ -80,7 +80,7 @@ void test_err_local_prot(void)
 
 	sr_note("WRITE from an invalid lkey");
 	qp = new_pair(&e, &aq, NULL, NULL);
-	sge = (struct ibv_sge){ (uintptr_t)e.src.p, 256, e.src.mr->lkey ^ 0xff };
+	sge = (struct ibv_sge){(uintptr_t)e.src.p, 256, e.src.mr->lkey ^ 0xff};
 	wr = rdma_wr(IBV_WR_RDMA_WRITE, 1, &sge, tgt.addr, tgt.rkey);
 	post_expect_fatal(qp, e.cq, &wr, IBV_WC_LOC_PROT_ERR);
 	CHECK_EQ(ag_mem_check(&e.ag, tgt.h, 0, TGT_LEN, S_BACKGROUND, 0), -1);
@@ -89,7 +89,7 @@ void test_err_local_prot(void)
 	sr_note("SEND from beyond the end of the MR");
 	qp = new_pair(&e, &aq, NULL, NULL);
 	CHECK_EQ(ag_post_recv(&e.ag, aq.h, 0, 2, &pc, 1, e.ar.h), 0);
-	sge = (struct ibv_sge){ (uintptr_t)(e.src.p + TGT_LEN + 64 - 8), 16, e.src.mr->lkey };
+	sge = (struct ibv_sge){(uintptr_t)(e.src.p + TGT_LEN + 64 - 8), 16, e.src.mr->lkey};
 	wr = rdma_wr(IBV_WR_SEND, 2, &sge, 0, 0);
 	post_expect_fatal(qp, e.cq, &wr, IBV_WC_LOC_PROT_ERR);
 	/* nothing reached the responder, which is still fine */
@@ -100,7 +100,7 @@ void test_err_local_prot(void)
 	sr_note("READ into an MR without local write");
 	qp = new_pair(&e, &aq, NULL, NULL);
 	vbuf_reg(&e.d, &ro, 256, 64, 0, NULL);
-	sge = (struct ibv_sge){ (uintptr_t)ro.p, 256, ro.mr->lkey };
+	sge = (struct ibv_sge){(uintptr_t)ro.p, 256, ro.mr->lkey};
 	wr = rdma_wr(IBV_WR_RDMA_READ, 3, &sge, tgt.addr, tgt.rkey);
 	post_expect_fatal(qp, e.cq, &wr, IBV_WC_LOC_PROT_ERR);
 	CHECK_EQ(vbuf_guard_damage(&ro), -1);
@@ -117,15 +117,15 @@ void test_err_local_prot(void)
 	{
 		/* a deregistered region: the agent posts it with an invalid lkey */
 		struct ag_mr gone = ag_mr_reg(&e.ag, 256, 64, IBV_ACCESS_LOCAL_WRITE, 0, S_JUNK);
-		struct ag_req rq = { .op = AG_MR_DEREG, .a = { gone.h } };
-		int h[1] = { gone.h };
-		struct piece bp = { 0, 0, 256 };
+		struct ag_req rq = {.op = AG_MR_DEREG, .a = {gone.h}};
+		int h[1] = {gone.h};
+		struct piece bp = {0, 0, 256};
 
 		ag_call(&e.ag, &rq, NULL, NULL, NULL, 0, 0);
 		CHECK_EQ(ag_post_recv(&e.ag, aq.h, 0, 4, &bp, 1, h), 0);
 		gone_h = gone.h;
 	}
-	sge = (struct ibv_sge){ (uintptr_t)e.src.p, 16, e.src.mr->lkey };
+	sge = (struct ibv_sge){(uintptr_t)e.src.p, 16, e.src.mr->lkey};
 	wr = rdma_wr(IBV_WR_SEND, 5, &sge, 0, 0);
 	/* the responder's local error reaches the requester as a Remote
 	 * Operational Error NAK */
@@ -146,12 +146,12 @@ void test_err_local_prot(void)
 struct rcase {
 	const char *what;
 	enum ibv_wr_opcode op;
-	int mr_access;       /* the target MR's rights */
-	int mr_pd;           /* 0: the QP's PD, 1: another */
-	uint32_t qp_access;  /* the target QP's qp_access_flags */
-	int64_t off;         /* from the region start */
+	int mr_access;	    /* the target MR's rights */
+	int mr_pd;	    /* 0: the QP's PD, 1: another */
+	uint32_t qp_access; /* the target QP's qp_access_flags */
+	int64_t off;	    /* from the region start */
 	uint32_t len;
-	uint32_t key_xor;    /* spoils the rkey */
+	uint32_t key_xor;	   /* spoils the rkey */
 	enum ibv_wc_status expect; /* 0: IBV_WC_REM_ACCESS_ERR */
 };
 
@@ -159,34 +159,34 @@ void test_err_remote_access(void)
 {
 	const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 		       IBV_ACCESS_REMOTE_ATOMIC;
-	const uint32_t qall = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			      IBV_ACCESS_REMOTE_ATOMIC;
+	const uint32_t qall =
+	    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	const struct rcase cases[] = {
-		{ "invalid rkey", IBV_WR_RDMA_WRITE, rw, 0, qall, 0, 256, 0xff, 0 },
-		{ "invalid rkey (read)", IBV_WR_RDMA_READ, rw, 0, qall, 0, 256, 0x100, 0 },
-		{ "past the end", IBV_WR_RDMA_WRITE, rw, 0, qall, TGT_LEN - 8, 16, 0, 0 },
-		{ "before the start", IBV_WR_RDMA_WRITE, rw, 0, qall, -8, 16, 0, 0 },
-		{ "read past the end", IBV_WR_RDMA_READ, rw, 0, qall, TGT_LEN - 4, 8, 0, 0 },
-		{ "longer than the MR", IBV_WR_RDMA_WRITE, rw, 0, qall, 0, TGT_LEN + 1, 0, 0 },
-		{ "atomic past the end", IBV_WR_ATOMIC_FETCH_AND_ADD, rw, 0, qall, TGT_LEN, 8, 0, 0 },
-		{ "MR without remote write", IBV_WR_RDMA_WRITE,
-		  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, 0, qall, 0, 256, 0, 0 },
-		{ "MR without remote read", IBV_WR_RDMA_READ,
-		  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0, qall, 0, 256, 0, 0 },
-		{ "MR without remote atomic", IBV_WR_ATOMIC_FETCH_AND_ADD,
-		  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 0, qall,
-		  8, 8, 0, 0 },
-		{ "QP without remote write", IBV_WR_RDMA_WRITE, rw, 0,
-		  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 0, 256, 0, 0 },
-		{ "QP without remote read", IBV_WR_RDMA_READ, rw, 0,
-		  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC, 0, 256, 0, 0 },
-		{ "QP without remote atomic", IBV_WR_ATOMIC_CMP_AND_SWP, rw, 0,
-		  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 8, 8, 0, 0 },
-		{ "rkey of another PD", IBV_WR_RDMA_WRITE, rw, 1, qall, 0, 256, 0, 0 },
-		{ "rkey of another PD (read)", IBV_WR_RDMA_READ, rw, 1, qall, 0, 256, 0, 0 },
-		/* not an access error but an invalid request: atomics are 8-byte aligned */
-		{ "misaligned atomic", IBV_WR_ATOMIC_CMP_AND_SWP, rw, 0, qall, 4, 8, 0,
-		  IBV_WC_REM_INV_REQ_ERR },
+	    {"invalid rkey", IBV_WR_RDMA_WRITE, rw, 0, qall, 0, 256, 0xff, 0},
+	    {"invalid rkey (read)", IBV_WR_RDMA_READ, rw, 0, qall, 0, 256, 0x100, 0},
+	    {"past the end", IBV_WR_RDMA_WRITE, rw, 0, qall, TGT_LEN - 8, 16, 0, 0},
+	    {"before the start", IBV_WR_RDMA_WRITE, rw, 0, qall, -8, 16, 0, 0},
+	    {"read past the end", IBV_WR_RDMA_READ, rw, 0, qall, TGT_LEN - 4, 8, 0, 0},
+	    {"longer than the MR", IBV_WR_RDMA_WRITE, rw, 0, qall, 0, TGT_LEN + 1, 0, 0},
+	    {"atomic past the end", IBV_WR_ATOMIC_FETCH_AND_ADD, rw, 0, qall, TGT_LEN, 8, 0, 0},
+	    {"MR without remote write", IBV_WR_RDMA_WRITE,
+	     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, 0, qall, 0, 256, 0, 0},
+	    {"MR without remote read", IBV_WR_RDMA_READ,
+	     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0, qall, 0, 256, 0, 0},
+	    {"MR without remote atomic", IBV_WR_ATOMIC_FETCH_AND_ADD,
+	     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 0, qall, 8,
+	     8, 0, 0},
+	    {"QP without remote write", IBV_WR_RDMA_WRITE, rw, 0,
+	     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 0, 256, 0, 0},
+	    {"QP without remote read", IBV_WR_RDMA_READ, rw, 0,
+	     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC, 0, 256, 0, 0},
+	    {"QP without remote atomic", IBV_WR_ATOMIC_CMP_AND_SWP, rw, 0,
+	     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 8, 8, 0, 0},
+	    {"rkey of another PD", IBV_WR_RDMA_WRITE, rw, 1, qall, 0, 256, 0, 0},
+	    {"rkey of another PD (read)", IBV_WR_RDMA_READ, rw, 1, qall, 0, 256, 0, 0},
+	    /* not an access error but an invalid request: atomics are 8-byte aligned */
+	    {"misaligned atomic", IBV_WR_ATOMIC_CMP_AND_SWP, rw, 0, qall, 4, 8, 0,
+	     IBV_WC_REM_INV_REQ_ERR},
 	};
 	struct eenv e;
 
@@ -205,7 +205,7 @@ void test_err_remote_access(void)
 		theirs.access = IBV_ACCESS_LOCAL_WRITE | k->qp_access;
 		qp = new_pair(&e, &aq, NULL, &theirs);
 		memset(e.src.p, 0x77, 64);
-		sge = (struct ibv_sge){ (uintptr_t)e.src.p, k->len, e.src.mr->lkey };
+		sge = (struct ibv_sge){(uintptr_t)e.src.p, k->len, e.src.mr->lkey};
 		wr = rdma_wr(k->op, 100 * c, &sge, (uint64_t)((int64_t)tgt.addr + k->off),
 			     tgt.rkey ^ k->key_xor);
 		post_expect_fatal(qp, e.cq, &wr, k->expect ? k->expect : IBV_WC_REM_ACCESS_ERR);
@@ -223,7 +223,7 @@ void test_err_remote_access(void)
 		CHECK_EQ(ag_qp_state(&e.ag, aq.h), IBV_QPS_ERR);
 		CHECK_EQ(ibv_destroy_qp(qp), 0);
 		{
-			struct ag_req rq = { .op = AG_QP_DESTROY, .a = { aq.h } };
+			struct ag_req rq = {.op = AG_QP_DESTROY, .a = {aq.h}};
 
 			ag_call(&e.ag, &rq, NULL, NULL, NULL, 0, 0);
 		}
@@ -241,7 +241,7 @@ void test_err_length(void)
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
 	struct ibv_wc wc;
-	struct piece pc[2] = { { 0, 0, 60 }, { 1, 100, 40 } };
+	struct piece pc[2] = {{0, 0, 60}, {1, 100, 40}};
 
 	eenv_setup(&e, 12);
 	for (int round = 0; round < 3; round++) {
@@ -256,7 +256,7 @@ void test_err_length(void)
 		qp = new_pair(&e, &aq, NULL, NULL);
 		ag_mem_fill(&e.ag, e.ar.h[0], -64, 64 + 60 + 64, S_JUNK, 0);
 		CHECK_EQ(ag_post_recv(&e.ag, aq.h, 0, 7, pc, 2, e.ar.h), 0);
-		sge = (struct ibv_sge){ (uintptr_t)e.src.p, len, e.src.mr->lkey };
+		sge = (struct ibv_sge){(uintptr_t)e.src.p, len, e.src.mr->lkey};
 		wr = rdma_wr(IBV_WR_SEND, 8, &sge, 0, 0);
 		post_expect_fatal(qp, e.cq, &wr, IBV_WC_REM_INV_REQ_ERR);
 		REQUIRE_EQ(ag_poll(&e.ag, e.acq, &wc, 1, 5000), 1);
@@ -275,7 +275,7 @@ void test_err_length(void)
 /* ---- RNR ---- */
 
 #define RNR_TIMER_ENC 18 /* IBTA table 45: 5.12 ms */
-#define RNR_TIMER_US 5120
+#define RNR_TIMER_US  5120
 
 void test_err_rnr_retry(void)
 {
@@ -286,11 +286,11 @@ void test_err_rnr_retry(void)
 		struct conn ours = CONN_DEFAULT, theirs = CONN_DEFAULT;
 		struct ag_qp aq;
 		struct ibv_qp *qp;
-		struct ibv_sge sge = { (uintptr_t)e.src.p, 64, e.src.mr->lkey };
+		struct ibv_sge sge = {(uintptr_t)e.src.p, 64, e.src.mr->lkey};
 		struct ibv_send_wr wr = rdma_wr(IBV_WR_SEND, 50 + (uint64_t)n, &sge, 0, 0), *bad;
 		struct ibv_wc wc;
 		uint64_t t0, dt, expect = (uint64_t)(n + 1) * RNR_TIMER_US;
-		struct piece pc = { 0, 0, 64 };
+		struct piece pc = {0, 0, 64};
 		bool sleep_instead = n == 3;
 
 		sr_note("rnr_retry %d", n);
@@ -308,8 +308,8 @@ void test_err_rnr_retry(void)
 		}
 		dt = sr_now_us() - t0;
 		CHECK_WC(wc, IBV_WC_RNR_RETRY_EXC_ERR, 0, 50 + (uint64_t)n, qp->qp_num);
-		printf("# rnr_retry %d: failed after %.1f ms (%d x %.2f ms = %.1f ms expected)\n", n,
-		       dt / 1000.0, n + 1, RNR_TIMER_US / 1000.0, expect / 1000.0);
+		printf("# rnr_retry %d: failed after %.1f ms (%d x %.2f ms = %.1f ms expected)\n",
+		       n, dt / 1000.0, n + 1, RNR_TIMER_US / 1000.0, expect / 1000.0);
 		/* the requester waited at least its retries' worth (C9-152) */
 		CHECK_CMP(dt, >=, (uint64_t)n * RNR_TIMER_US * 9 / 10);
 		if (!sleep_instead)
@@ -346,11 +346,12 @@ void test_err_rnr_infinite(void)
 			S_BACKGROUND);
 	for (int round = 0; round < 3; round++) {
 		/* rounds 0, 1: SEND; round 2: RDMA WRITE with immediate */
-		struct ibv_sge sge = { (uintptr_t)e.src.p, 512, e.src.mr->lkey };
-		struct ibv_send_wr wr = rdma_wr(round < 2 ? IBV_WR_SEND : IBV_WR_RDMA_WRITE_WITH_IMM,
-						80 + (uint64_t)round, &sge, tgt.addr + 64, tgt.rkey),
+		struct ibv_sge sge = {(uintptr_t)e.src.p, 512, e.src.mr->lkey};
+		struct ibv_send_wr wr =
+				       rdma_wr(round < 2 ? IBV_WR_SEND : IBV_WR_RDMA_WRITE_WITH_IMM,
+					       80 + (uint64_t)round, &sge, tgt.addr + 64, tgt.rkey),
 				   *bad;
-		struct piece pc = { 0, 0, 512 };
+		struct piece pc = {0, 0, 512};
 		uint64_t t0;
 
 		pat_fill(e.src.p, 512, S_MSG(round), 0);
@@ -408,18 +409,18 @@ void test_err_flush(void)
 	rcq = ibv_create_cq(e.d.ctx, 64, NULL, NULL, 0);
 	REQUIRE(rcq);
 	{
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = e.cq, .rcq = rcq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = e.cq, .rcq = rcq};
 
 		qp = vqp_create(&e.d, &s);
 		aq = ag_qp_create(&e.ag, IBV_QPT_RC, e.acq, e.acq, -1, 0, 0);
 		pair_connect(&e.d, qp, &CONN_DEFAULT, &e.ag, &aq, &CONN_DEFAULT, &e.r);
 	}
 	/* a SEND waiting for a receive (RNR, retried forever) and ten receives */
-	sge = (struct ibv_sge){ (uintptr_t)e.src.p, 64, e.src.mr->lkey };
+	sge = (struct ibv_sge){(uintptr_t)e.src.p, 64, e.src.mr->lkey};
 	wr = rdma_wr(IBV_WR_SEND, 1, &sge, 0, 0);
 	CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
 	for (int i = 0; i < 10; i++) {
-		sge = (struct ibv_sge){ (uintptr_t)(e.src.p + 64 * i), 64, e.src.mr->lkey };
+		sge = (struct ibv_sge){(uintptr_t)(e.src.p + 64 * i), 64, e.src.mr->lkey};
 		memset(&rwr, 0, sizeof(rwr));
 		rwr.wr_id = 100 + (uint64_t)i;
 		rwr.sg_list = &sge;
@@ -460,14 +461,14 @@ void test_err_flush(void)
 
 	/* the flushed SEND is gone: a receive posted at the peer now stays empty */
 	{
-		struct piece pc = { 0, 0, 64 };
+		struct piece pc = {0, 0, 64};
 		struct ag_req rq;
 
 		CHECK_EQ(ag_post_recv(&e.ag, aq.h, 0, 300, &pc, 1, e.ar.h), 0);
 		CHECK_EQ(ag_poll(&e.ag, e.acq, wc, 1, 30), 0);
 		/* and the same at the other process: its QP to ERR flushes its receive */
 		sr_note("peer QP to ERR");
-		rq = (struct ag_req){ .op = AG_QP_STATE, .a = { aq.h, IBV_QPS_ERR } };
+		rq = (struct ag_req){.op = AG_QP_STATE, .a = {aq.h, IBV_QPS_ERR}};
 		ag_call(&e.ag, &rq, NULL, NULL, NULL, 0, 0);
 		REQUIRE_EQ(ag_poll(&e.ag, e.acq, wc, 1, 5000), 1);
 		CHECK_WC(wc[0], IBV_WC_WR_FLUSH_ERR, 0, 300, aq.qpn);
@@ -476,17 +477,17 @@ void test_err_flush(void)
 	sr_note("back through RESET");
 	CHECK_EQ(vqp_set_state(qp, IBV_QPS_RESET), 0);
 	{
-		struct ag_req rq = { .op = AG_QP_STATE, .a = { aq.h, IBV_QPS_RESET } };
+		struct ag_req rq = {.op = AG_QP_STATE, .a = {aq.h, IBV_QPS_RESET}};
 
 		ag_call(&e.ag, &rq, NULL, NULL, NULL, 0, 0);
 		pair_connect(&e.d, qp, &CONN_DEFAULT, &e.ag, &aq, &CONN_DEFAULT, &e.r);
 	}
 	{
-		struct ag_mr tgt = ag_mr_reg(&e.ag, 256, 64,
-					     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0,
-					     S_BACKGROUND);
+		struct ag_mr tgt =
+		    ag_mr_reg(&e.ag, 256, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0,
+			      S_BACKGROUND);
 
-		sge = (struct ibv_sge){ (uintptr_t)e.src.p, 256, e.src.mr->lkey };
+		sge = (struct ibv_sge){(uintptr_t)e.src.p, 256, e.src.mr->lkey};
 		wr = rdma_wr(IBV_WR_RDMA_WRITE, 400, &sge, tgt.addr, tgt.rkey);
 		post_expect(qp, e.cq, &wr, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 		CHECK_EQ(ag_mem_check(&e.ag, tgt.h, 0, 256, S_MSG(0), 0), -1);
@@ -507,22 +508,22 @@ void test_err_peer_killed(void)
 	struct ibv_sge sge;
 	struct ibv_send_wr wr;
 	struct ibv_wc wc;
-	struct piece pc = { 0, 0, 64 };
+	struct piece pc = {0, 0, 64};
 	/* timeout 14: 4.096 us * 2^14 = 67 ms per try, retry_cnt 7: 8 tries */
 	const uint64_t budget_us = (4096ull << 14) / 1000 * 8;
 	int st;
 
 	eenv_setup(&e, 16);
 	tgt = ag_mr_reg(&e.ag, TGT_LEN, 64,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 0,
-			S_BACKGROUND);
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			0, S_BACKGROUND);
 	for (int p = 0; p < 2; p++)
 		qp[p] = new_pair(&e, &aq[p], NULL, NULL);
 	for (int i = 0; i < 2; i++)
 		CHECK_EQ(ag_post_recv(&e.ag, aq[0].h, 0, (uint64_t)i, &pc, 1, e.ar.h), 0);
 
 	/* all is well while it lives */
-	sge = (struct ibv_sge){ (uintptr_t)e.src.p, 64, e.src.mr->lkey };
+	sge = (struct ibv_sge){(uintptr_t)e.src.p, 64, e.src.mr->lkey};
 	wr = rdma_wr(IBV_WR_SEND, 1, &sge, 0, 0);
 	post_expect(qp[0], e.cq, &wr, IBV_WC_SUCCESS, IBV_WC_SEND);
 	wr = rdma_wr(IBV_WR_RDMA_WRITE, 2, &sge, tgt.addr, tgt.rkey);

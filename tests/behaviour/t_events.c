@@ -10,10 +10,10 @@
 
 #include "tcommon.h"
 
-static void send_to(struct ibv_qp *qp, struct ibv_cq *cq, struct vbuf *b, uint64_t id,
-		    uint32_t len, unsigned flags)
+static void send_to(struct ibv_qp *qp, struct ibv_cq *cq, struct vbuf *b, uint64_t id, uint32_t len,
+		    unsigned flags)
 {
-	struct ibv_sge sge = { (uintptr_t)b->p, len, b->mr->lkey };
+	struct ibv_sge sge = {(uintptr_t)b->p, len, b->mr->lkey};
 	struct ibv_send_wr wr = rdma_wr(IBV_WR_SEND, id, &sge, 0, 0);
 
 	wr.send_flags |= flags;
@@ -22,7 +22,7 @@ static void send_to(struct ibv_qp *qp, struct ibv_cq *cq, struct vbuf *b, uint64
 
 static bool readable(int fd, int ms)
 {
-	struct pollfd p = { fd, POLLIN, 0 };
+	struct pollfd p = {fd, POLLIN, 0};
 
 	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
 }
@@ -49,7 +49,7 @@ void test_cq_event_blocking(void)
 	cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
 	REQUIRE(cq);
 	{
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq};
 
 		qp = vqp_create(&d, &s);
 	}
@@ -57,8 +57,8 @@ void test_cq_event_blocking(void)
 	vbuf_reg(&d, &b, 4096, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
 
 	for (int round = 0; round < 5; round++) {
-		struct piece pc = { 0, 0, 4096 };
-		struct ag_req rq = { .op = AG_GET_CQ_EVENT, .a = { acq, 0 } };
+		struct piece pc = {0, 0, 4096};
+		struct ag_req rq = {.op = AG_GET_CQ_EVENT, .a = {acq, 0}};
 		struct ag_rep rep;
 		uint64_t t0;
 		uint32_t len = (uint32_t)rng_range(&r, 1, 4096);
@@ -69,7 +69,7 @@ void test_cq_event_blocking(void)
 		rq.a[1] = 0;
 		ag_call(&ag, &rq, NULL, NULL, NULL, 0, 0);
 		/* the receiver blocks in ibv_get_cq_event... */
-		rq = (struct ag_req){ .op = AG_GET_CQ_EVENT, .a = { acq, 0 } };
+		rq = (struct ag_req){.op = AG_GET_CQ_EVENT, .a = {acq, 0}};
 		ag_send(&ag, &rq, NULL);
 		sr_sleep_ms(30);
 		CHECK(!readable(ag.c.fd, 0)); /* ...and is still blocked */
@@ -91,15 +91,15 @@ void test_cq_event_blocking(void)
 
 	sr_note("solicited only");
 	{
-		struct piece pc = { 0, 0, 4096 };
-		struct ag_req rq = { .op = AG_REQ_NOTIFY, .a = { acq, 1 } };
+		struct piece pc = {0, 0, 4096};
+		struct ag_req rq = {.op = AG_REQ_NOTIFY, .a = {acq, 1}};
 		struct ag_rep rep;
 
 		CHECK_EQ(ag_post_recv(&ag, aq.h, 0, 10, &pc, 1, ar.h), 0);
 		CHECK_EQ(ag_post_recv(&ag, aq.h, 0, 11, &pc, 1, ar.h), 0);
 		ag_call(&ag, &rq, NULL, NULL, NULL, 0, 0);
 		send_to(qp, cq, &b, 110, 16, 0);
-		rq = (struct ag_req){ .op = AG_GET_CQ_EVENT, .a = { acq, 1 } };
+		rq = (struct ag_req){.op = AG_GET_CQ_EVENT, .a = {acq, 1}};
 		ag_call(&ag, &rq, NULL, &rep, NULL, 0, 0);
 		CHECK_EQ(rep.a[0], -1); /* an unsolicited completion: no event */
 		CHECK_EQ(rep.a[1], EAGAIN);
@@ -146,7 +146,7 @@ void test_comp_channel_fd(void)
 	cq = ibv_create_cq(d.ctx, 64, &marker, ch, 0);
 	REQUIRE(cq);
 	{
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq};
 
 		qp = vqp_create(&d, &s);
 	}
@@ -161,11 +161,11 @@ void test_comp_channel_fd(void)
 	CHECK(!readable(ch->fd, 0));
 
 	for (int round = 0; round < 3; round++) {
-		struct ibv_sge sge = { (uintptr_t)b.p, 4096, b.mr->lkey };
-		struct ibv_recv_wr rwr = { .wr_id = (uint64_t)round, .sg_list = &sge, .num_sge = 1 };
+		struct ibv_sge sge = {(uintptr_t)b.p, 4096, b.mr->lkey};
+		struct ibv_recv_wr rwr = {.wr_id = (uint64_t)round, .sg_list = &sge, .num_sge = 1};
 		struct ibv_recv_wr *rbad;
 		struct ag_wr w = ag_wr_make(aq.h, IBV_WR_SEND, 50 + (uint64_t)round, 1);
-		struct piece pc = { 0, 0, 100 };
+		struct piece pc = {0, 0, 100};
 
 		sr_note("round %d", round);
 		CHECK_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
@@ -191,10 +191,10 @@ void test_comp_channel_fd(void)
 
 	sr_note("not armed");
 	{
-		struct ibv_sge sge = { (uintptr_t)b.p, 4096, b.mr->lkey };
-		struct ibv_recv_wr rwr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1 }, *rbad;
+		struct ibv_sge sge = {(uintptr_t)b.p, 4096, b.mr->lkey};
+		struct ibv_recv_wr rwr = {.wr_id = 9, .sg_list = &sge, .num_sge = 1}, *rbad;
 		struct ag_wr w = ag_wr_make(aq.h, IBV_WR_SEND, 59, 1);
-		struct piece pc = { 0, 0, 100 };
+		struct piece pc = {0, 0, 100};
 
 		CHECK_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
 		CHECK_EQ(ag_post_send(&ag, &w, &pc, ar.h, NULL), 0);
@@ -216,7 +216,7 @@ void test_comp_channel_fd(void)
  * cq->cqe outstanding is an overrun, reported as IBV_EVENT_CQ_ERR. */
 void test_cq_overflow(void)
 {
-	static const int asked[] = { 1, 5, 100 };
+	static const int asked[] = {1, 5, 100};
 	struct agent ag;
 	struct vdev d;
 	struct rng r;
@@ -234,8 +234,8 @@ void test_cq_overflow(void)
 	REQUIRE(fcntl(d.ctx->async_fd, F_SETFL, fcntl(d.ctx->async_fd, F_GETFL) | O_NONBLOCK) == 0);
 	for (size_t k = 0; k < sizeof(asked) / sizeof(asked[0]); k++) {
 		struct ibv_cq *cq = ibv_create_cq(d.ctx, asked[k], NULL, NULL, 0);
-		struct qp_spec s = { .type = IBV_QPT_RC, .send_wr = 512 };
-		struct ibv_sge sge = { (uintptr_t)b.p, 8, b.mr->lkey };
+		struct qp_spec s = {.type = IBV_QPT_RC, .send_wr = 512};
+		struct ibv_sge sge = {(uintptr_t)b.p, 8, b.mr->lkey};
 		struct ibv_async_event ev;
 		struct ag_qp aq;
 		struct ibv_qp *qp;
@@ -251,8 +251,9 @@ void test_cq_overflow(void)
 		pair_connect(&d, qp, &CONN_DEFAULT, &ag, &aq, &CONN_DEFAULT, &r);
 		/* exactly cq->cqe completions outstanding: all kept, no event */
 		for (int i = 0; i < cq->cqe; i++) {
-			struct ibv_send_wr wr = rdma_wr(IBV_WR_RDMA_WRITE, (uint64_t)i, &sge, tgt.addr,
-							tgt.rkey), *bad;
+			struct ibv_send_wr wr = rdma_wr(IBV_WR_RDMA_WRITE, (uint64_t)i, &sge,
+							tgt.addr, tgt.rkey),
+					   *bad;
 
 			CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
 		}
@@ -266,7 +267,8 @@ void test_cq_overflow(void)
 		/* one more than it holds: the overrun is reported */
 		for (int i = 0; i <= cq->cqe; i++) {
 			struct ibv_send_wr wr = rdma_wr(IBV_WR_RDMA_WRITE, 1000 + (uint64_t)i, &sge,
-							tgt.addr, tgt.rkey), *bad;
+							tgt.addr, tgt.rkey),
+					   *bad;
 
 			ibv_post_send(qp, &wr, &bad);
 		}

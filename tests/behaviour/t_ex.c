@@ -11,8 +11,8 @@
 
 void test_qp_ex_api(void)
 {
-	const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			IBV_ACCESS_REMOTE_ATOMIC;
 	struct agent ag;
 	struct vdev d;
 	struct rng r;
@@ -25,7 +25,7 @@ void test_qp_ex_api(void)
 	struct ibv_qp_init_attr_ex ia;
 	struct vbuf b;
 	struct ibv_wc wc[8];
-	struct piece pc = { 0, 0, 1024 };
+	struct piece pc = {0, 0, 1024};
 	int acq;
 	static char got[1024];
 
@@ -63,7 +63,7 @@ void test_qp_ex_api(void)
 
 	/* a QP made the old way has no qp_ex */
 	{
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq};
 
 		plain = vqp_create(&d, &s);
 		CHECK(ibv_qp_to_qp_ex(plain) == NULL);
@@ -86,9 +86,9 @@ void test_qp_ex_api(void)
 	ibv_wr_rdma_write(qpx, tgt.rkey, tgt.addr + 100);
 	{
 		struct ibv_sge sl[3] = {
-			{ (uintptr_t)(b.p + 1000), 500, b.mr->lkey },
-			{ (uintptr_t)(b.p + 3000), 1, b.mr->lkey },
-			{ (uintptr_t)(b.p + 5000), 2000, b.mr->lkey },
+		    {(uintptr_t)(b.p + 1000), 500, b.mr->lkey},
+		    {(uintptr_t)(b.p + 3000), 1, b.mr->lkey},
+		    {(uintptr_t)(b.p + 5000), 2000, b.mr->lkey},
 		};
 
 		ibv_wr_set_sge_list(qpx, 3, sl);
@@ -189,7 +189,7 @@ void test_cq_ex_api(void)
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct vbuf b;
-	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_poll_cq_attr pa = {0};
 	int acq, ret, n = 0;
 	uint64_t ts[8], wr_ids[8];
 	unsigned opc[8], lens[8];
@@ -201,8 +201,8 @@ void test_cq_ex_api(void)
 	aq = ag_qp_create(&ag, IBV_QPT_RC, acq, acq, -1, 0, 0);
 	aregions_init(&ag, &ar, IBV_ACCESS_LOCAL_WRITE);
 	tgt = ag_mr_reg(&ag, TGT_LEN, 64,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 0,
-			S_BACKGROUND);
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			0, S_BACKGROUND);
 	memset(&dx, 0, sizeof(dx));
 	CHECK_EQ(ibv_query_device_ex(d.ctx, NULL, &dx), 0);
 	printf("# hca_core_clock %llu kHz, completion_timestamp_mask %#llx\n",
@@ -218,7 +218,7 @@ void test_cq_ex_api(void)
 	REQUIRE(cqx);
 	cq = ibv_cq_ex_to_cq(cqx);
 	{
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq};
 
 		qp = vqp_create(&d, &s);
 	}
@@ -230,15 +230,15 @@ void test_cq_ex_api(void)
 
 	/* completions 10 ms apart: receives (the agent sends) and our own WRITE/READ */
 	for (int i = 0; i < 4; i++) {
-		struct ibv_sge sge = { (uintptr_t)(b.p + 512 * i), 512, b.mr->lkey };
+		struct ibv_sge sge = {(uintptr_t)(b.p + 512 * i), 512, b.mr->lkey};
 
 		if (i < 2) {
-			struct ibv_recv_wr rwr = { .wr_id = 10 + (uint64_t)i, .sg_list = &sge,
-						   .num_sge = 1 };
+			struct ibv_recv_wr rwr = {
+			    .wr_id = 10 + (uint64_t)i, .sg_list = &sge, .num_sge = 1};
 			struct ibv_recv_wr *rbad;
 			struct ag_wr w = ag_wr_make(aq.h, i ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
 						    20 + (uint64_t)i, 1);
-			struct piece pc = { 0, 0, 100 + (uint32_t)i };
+			struct piece pc = {0, 0, 100 + (uint32_t)i};
 			struct ibv_wc wc;
 
 			CHECK_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
@@ -246,8 +246,10 @@ void test_cq_ex_api(void)
 			CHECK_EQ(ag_post_send(&ag, &w, &pc, ar.h, NULL), 0);
 			REQUIRE_EQ(ag_poll(&ag, acq, &wc, 1, 1000), 1);
 		} else {
-			struct ibv_send_wr wr = rdma_wr(i == 2 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ,
-							10 + (uint64_t)i, &sge, tgt.addr, tgt.rkey), *bad;
+			struct ibv_send_wr wr = rdma_wr(i == 2 ? IBV_WR_RDMA_WRITE
+							       : IBV_WR_RDMA_READ,
+							10 + (uint64_t)i, &sge, tgt.addr, tgt.rkey),
+					   *bad;
 
 			CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
 		}
@@ -275,9 +277,9 @@ void test_cq_ex_api(void)
 	ibv_end_poll(cqx);
 	CHECK_EQ(n, 4);
 	for (int i = 0; i < n && i < 4; i++) {
-		static const unsigned want_opc[4] = { IBV_WC_RECV, IBV_WC_RECV, IBV_WC_RDMA_WRITE,
-						      IBV_WC_RDMA_READ };
-		static const unsigned want_len[4] = { 100, 101, 0, 512 };
+		static const unsigned want_opc[4] = {IBV_WC_RECV, IBV_WC_RECV, IBV_WC_RDMA_WRITE,
+						     IBV_WC_RDMA_READ};
+		static const unsigned want_len[4] = {100, 101, 0, 512};
 
 		sr_note("completion %d", i);
 		CHECK_EQ(wr_ids[i], 10 + (uint64_t)i);

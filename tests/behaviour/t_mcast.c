@@ -7,8 +7,8 @@
  */
 #include "tcommon.h"
 
-static const union ibv_gid group = { .raw = { 0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-					      0x5a, 0x17, 0xbe, 0xef } };
+static const union ibv_gid group = {
+    .raw = {0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x5a, 0x17, 0xbe, 0xef}};
 
 struct menv {
 	struct agent ag;
@@ -16,17 +16,17 @@ struct menv {
 	struct rng r;
 	int acq;
 	struct aregions ar;
-	struct ag_qp bq;              /* the agent's member */
-	struct ibv_cq *cq[3];         /* ours: sender, member 1, member 2 */
+	struct ag_qp bq;      /* the agent's member */
+	struct ibv_cq *cq[3]; /* ours: sender, member 1, member 2 */
 	struct ibv_qp *qp[3];
 	struct vbuf buf[3];
 	struct ibv_ah *ah;
-	uint64_t recv_id[3];          /* the outstanding receive of the agent, member 1, 2 */
+	uint64_t recv_id[3]; /* the outstanding receive of the agent, member 1, 2 */
 };
 
 static void post_local_recv(struct menv *e, int m, uint64_t id)
 {
-	struct ibv_sge sge = { (uintptr_t)e->buf[m].p, e->d.mtu + GRH_LEN, e->buf[m].mr->lkey };
+	struct ibv_sge sge = {(uintptr_t)e->buf[m].p, e->d.mtu + GRH_LEN, e->buf[m].mr->lkey};
 	struct ibv_recv_wr wr, *bad;
 
 	memset(&wr, 0, sizeof(wr));
@@ -40,10 +40,10 @@ static void post_local_recv(struct menv *e, int m, uint64_t id)
 static void round_trip(struct menv *e, int round, bool m1, bool m2, bool agent_member)
 {
 	uint64_t len = rng_range(&e->r, 1, e->d.mtu);
-	struct ibv_sge sge = { (uintptr_t)e->buf[0].p, (uint32_t)len, e->buf[0].mr->lkey };
+	struct ibv_sge sge = {(uintptr_t)e->buf[0].p, (uint32_t)len, e->buf[0].mr->lkey};
 	struct ibv_send_wr wr, *bad;
 	struct ibv_wc wc;
-	const bool want[3] = { false, m1, m2 };
+	const bool want[3] = {false, m1, m2};
 	static char got[8192];
 
 	sr_note("round %d (members: %d %d %d)", round, m1, m2, agent_member);
@@ -93,7 +93,7 @@ static void round_trip(struct menv *e, int round, bool m1, bool m2, bool agent_m
 
 static void agent_mcast(struct menv *e, int attach)
 {
-	struct ag_req rq = { .op = AG_MCAST, .len = 16, .a = { e->bq.h, attach } };
+	struct ag_req rq = {.op = AG_MCAST, .len = 16, .a = {e->bq.h, attach}};
 
 	ag_call(&e->ag, &rq, group.raw, NULL, NULL, 0, 0);
 }
@@ -112,7 +112,7 @@ void test_ud_mcast(void)
 	ag_qp_connect(&e.ag, e.bq.h, 0, 0, 0, &e.d.gid, &CONN_DEFAULT);
 	aregions_init(&e.ag, &e.ar, IBV_ACCESS_LOCAL_WRITE);
 	for (int m = 0; m < 3; m++) {
-		struct qp_spec s = { .type = IBV_QPT_UD };
+		struct qp_spec s = {.type = IBV_QPT_UD};
 
 		e.cq[m] = ibv_create_cq(e.d.ctx, 64, NULL, NULL, 0);
 		REQUIRE(e.cq[m]);
@@ -152,7 +152,7 @@ void test_ud_mcast(void)
 		}
 		if (!e.recv_id[0]) {
 			e.recv_id[0] = 100 * (uint64_t)round;
-			pc = (struct piece){ 0, 0, e.d.mtu + GRH_LEN };
+			pc = (struct piece){0, 0, e.d.mtu + GRH_LEN};
 			CHECK_EQ(ag_post_recv(&e.ag, e.bq.h, 0, e.recv_id[0], &pc, 1, e.ar.h), 0);
 		}
 		round_trip(&e, round, m1, m2, ag_m);

@@ -28,7 +28,7 @@ static int agent_write(struct menv *e, const struct ag_qp *aq, uint64_t off, uin
 		       uint32_t rkey, uint64_t stream)
 {
 	struct ag_wr w = ag_wr_make(aq->h, IBV_WR_RDMA_WRITE, off, 1);
-	struct piece pc = { 0, 0, len };
+	struct piece pc = {0, 0, len};
 	struct ibv_wc wc;
 
 	ag_mem_fill(&e->ag, e->ar.h[0], 0, len, stream, 0);
@@ -46,7 +46,7 @@ static void agent_read_check(struct menv *e, const struct ag_qp *aq, uint64_t of
 			     uint32_t rkey)
 {
 	struct ag_wr w = ag_wr_make(aq->h, IBV_WR_RDMA_READ, off, 1);
-	struct piece pc = { 1, 0, len };
+	struct piece pc = {1, 0, len};
 	static char got[BUF_LEN];
 	struct ibv_wc wc;
 
@@ -67,7 +67,7 @@ static void local_store(struct menv *e, uint64_t off, uint32_t len, uint64_t str
 
 static struct ag_qp new_pair(struct menv *e, struct ibv_qp **qp)
 {
-	struct qp_spec s = { .type = IBV_QPT_RC, .scq = e->cq };
+	struct qp_spec s = {.type = IBV_QPT_RC, .scq = e->cq};
 	struct ag_qp aq = ag_qp_create(&e->ag, IBV_QPT_RC, e->acq, e->acq, -1, 0, 0);
 
 	*qp = vqp_create(&e->d, &s);
@@ -109,9 +109,9 @@ void test_mr_overlap(void)
 	sr_note("peer writes through A and B, we store next to them");
 	CHECK_STATUS(agent_write(&e, &aq[0], 100, 100, a->rkey, S_MSG(51)), IBV_WC_SUCCESS);
 	CHECK_STATUS(agent_write(&e, &aq[0], 4000, 100, b->rkey, S_MSG(52)), IBV_WC_SUCCESS);
-	local_store(&e, 0, 50, S_MSG(53));        /* page 0, outside every MR */
-	local_store(&e, 4500, 200, S_MSG(54));    /* page 1, in A and B */
-	local_store(&e, 12100, 100, S_MSG(55));   /* page 2, after B's end */
+	local_store(&e, 0, 50, S_MSG(53));	/* page 0, outside every MR */
+	local_store(&e, 4500, 200, S_MSG(54));	/* page 1, in A and B */
+	local_store(&e, 12100, 100, S_MSG(55)); /* page 2, after B's end */
 	CHECK_MEM(e.buf, e.model, BUF_LEN);
 	agent_read_check(&e, &aq[0], 4000, 1000, a->rkey); /* B's write, seen through A */
 	agent_read_check(&e, &aq[0], 4400, 600, b->rkey);  /* our store, seen through B */
@@ -135,7 +135,8 @@ void test_mr_overlap(void)
 	all = ibv_reg_mr(e.d.pd, e.buf, BUF_LEN, rw);
 	REQUIRE(all);
 	agent_read_check(&e, &aq[0], 0, BUF_LEN, all->rkey);
-	CHECK_STATUS(agent_write(&e, &aq[0], 5, BUF_LEN - 10, all->rkey, S_MSG(59)), IBV_WC_SUCCESS);
+	CHECK_STATUS(agent_write(&e, &aq[0], 5, BUF_LEN - 10, all->rkey, S_MSG(59)),
+		     IBV_WC_SUCCESS);
 	CHECK_MEM(e.buf, e.model, BUF_LEN);
 
 	sr_note("the old rkey of A");

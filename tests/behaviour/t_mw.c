@@ -10,9 +10,9 @@
 #include "tcommon.h"
 
 #define WIN_MR_LEN (64 * 1024)
-#define WIN_OFF 4096
-#define WIN_LEN 8192
-#define NPAIR 4
+#define WIN_OFF	   4096
+#define WIN_LEN	   8192
+#define NPAIR	   4
 
 struct mwenv {
 	struct agent ag;
@@ -38,7 +38,7 @@ static void mw_setup(struct mwenv *e)
 	e->cq = ibv_create_cq(e->d.ctx, 64, NULL, NULL, 0);
 	REQUIRE(e->cq);
 	for (int p = 0; p < NPAIR; p++) {
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = e->cq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = e->cq};
 
 		e->aq[p] = ag_qp_create(&e->ag, IBV_QPT_RC, e->acq, e->acq, -1, 0, 0);
 		e->qp[p] = vqp_create(&e->d, &s);
@@ -78,7 +78,7 @@ static void check_mr(struct mwenv *e, uint64_t stream)
 /* WRITE the whole window with `stream`, READ it back. */
 static void write_read_window(struct mwenv *e, int p, uint32_t rkey, uint64_t stream)
 {
-	struct ibv_sge sge = { (uintptr_t)e->lb.p, WIN_LEN, e->lb.mr->lkey };
+	struct ibv_sge sge = {(uintptr_t)e->lb.p, WIN_LEN, e->lb.mr->lkey};
 	struct ibv_send_wr wr;
 	uint64_t win = e->mr.addr + WIN_OFF;
 
@@ -106,7 +106,7 @@ static void write_read_window(struct mwenv *e, int p, uint32_t rkey, uint64_t st
 static void access_fails(struct mwenv *e, int p, enum ibv_wr_opcode op, uint64_t raddr,
 			 uint32_t rkey, uint64_t stream_in_window)
 {
-	struct ibv_sge sge = { (uintptr_t)e->lb.p, 16, e->lb.mr->lkey };
+	struct ibv_sge sge = {(uintptr_t)e->lb.p, 16, e->lb.mr->lkey};
 	struct ibv_send_wr wr = rdma_wr(op, 20, &sge, raddr, rkey);
 
 	memset(e->lb.p, 0x3c, 16);
@@ -119,8 +119,9 @@ static void access_fails(struct mwenv *e, int p, enum ibv_wr_opcode op, uint64_t
 static uint32_t bind1(struct mwenv *e, int p, int mw, uint64_t off, uint64_t len, int access,
 		      uint64_t wr_id)
 {
-	struct ag_req rq = { .op = AG_BIND_MW1, .a = { e->aq[p].h, mw, e->mr.h, (int64_t)off,
-						       (int64_t)len, access, (int64_t)wr_id } };
+	struct ag_req rq = {
+	    .op = AG_BIND_MW1,
+	    .a = {e->aq[p].h, mw, e->mr.h, (int64_t)off, (int64_t)len, access, (int64_t)wr_id}};
 	struct ag_rep rep;
 	struct ibv_wc wc;
 
@@ -134,7 +135,7 @@ static uint32_t bind1(struct mwenv *e, int p, int mw, uint64_t off, uint64_t len
 void test_mw_type1(void)
 {
 	struct mwenv e;
-	struct ag_req rq = { .op = AG_MW_ALLOC, .a = { IBV_MW_TYPE_1 } };
+	struct ag_req rq = {.op = AG_MW_ALLOC, .a = {IBV_MW_TYPE_1}};
 	struct ag_rep rep;
 	uint32_t k0, k1, k2;
 	uint64_t win;
@@ -158,7 +159,7 @@ void test_mw_type1(void)
 	k2 = bind1(&e, 1, (int)rep.a[0], 0, 4096, IBV_ACCESS_REMOTE_READ, 2);
 	CHECK_NE(k2, k1);
 	{
-		struct ibv_sge sge = { (uintptr_t)e.lb.p, 4096, e.lb.mr->lkey };
+		struct ibv_sge sge = {(uintptr_t)e.lb.p, 4096, e.lb.mr->lkey};
 		struct ibv_send_wr wr = rdma_wr(IBV_WR_RDMA_READ, 30, &sge, e.mr.addr, k2);
 
 		post_expect(e.qp[1], e.cq, &wr, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
@@ -193,7 +194,7 @@ static uint32_t bind2(struct mwenv *e, int p, int mw, uint64_t wr_id)
 void test_mw_type2(void)
 {
 	struct mwenv e;
-	struct ag_req rq = { .op = AG_MW_ALLOC, .a = { IBV_MW_TYPE_2 } };
+	struct ag_req rq = {.op = AG_MW_ALLOC, .a = {IBV_MW_TYPE_2}};
 	struct ag_rep rep;
 	struct ibv_wc wc;
 	uint32_t k1, k2;
@@ -229,8 +230,8 @@ void test_mw_type2(void)
 
 	sr_note("send with invalidate");
 	{
-		struct piece pc = { 0, 0, 64 };
-		struct ibv_sge sge = { (uintptr_t)e.lb.p, 64, e.lb.mr->lkey };
+		struct piece pc = {0, 0, 64};
+		struct ibv_sge sge = {(uintptr_t)e.lb.p, 64, e.lb.mr->lkey};
 		struct ibv_send_wr wr;
 		struct aregions ar;
 

@@ -15,8 +15,8 @@
 
 void test_onesided_target_stopped(void)
 {
-	const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			IBV_ACCESS_REMOTE_ATOMIC;
 	struct agent ag;
 	struct vdev d;
 	struct rng r;
@@ -42,7 +42,7 @@ void test_onesided_target_stopped(void)
 	cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
 	REQUIRE(cq);
 	{
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq};
 
 		qp = vqp_create(&d, &s);
 	}
@@ -58,7 +58,7 @@ void test_onesided_target_stopped(void)
 
 	/* WRITE half the region, READ the whole region back */
 	pat_fill(lb.p, TGT_LEN / 2, S_MSG(1), 0);
-	sge = (struct ibv_sge){ (uintptr_t)lb.p, TGT_LEN / 2, lb.mr->lkey };
+	sge = (struct ibv_sge){(uintptr_t)lb.p, TGT_LEN / 2, lb.mr->lkey};
 	wr = rdma_wr(IBV_WR_RDMA_WRITE, 1, &sge, tgt.addr + 1000, tgt.rkey);
 	post_expect(qp, cq, &wr, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 	memset(lb.p, 0, TGT_LEN);
@@ -70,9 +70,10 @@ void test_onesided_target_stopped(void)
 	CHECK_PAT(lb.p + 1000 + TGT_LEN / 2, TGT_LEN / 2 - 1000, S_BACKGROUND, 1000 + TGT_LEN / 2);
 
 	/* 100 FETCH_AND_ADDs and a matching and a failing CMP_AND_SWP */
-	sge = (struct ibv_sge){ (uintptr_t)res.p, 8, res.mr->lkey };
+	sge = (struct ibv_sge){(uintptr_t)res.p, 8, res.mr->lkey};
 	for (int i = 0; i < 100; i++) {
-		wr = rdma_wr(IBV_WR_ATOMIC_FETCH_AND_ADD, 10 + (uint64_t)i, &sge, atom.addr, atom.rkey);
+		wr = rdma_wr(IBV_WR_ATOMIC_FETCH_AND_ADD, 10 + (uint64_t)i, &sge, atom.addr,
+			     atom.rkey);
 		wr.wr.atomic.compare_add = 3;
 		post_expect(qp, cq, &wr, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD);
 		memcpy(&v, res.p, 8);
@@ -94,7 +95,7 @@ void test_onesided_target_stopped(void)
 	sge.length = 16;
 	vbuf_free(&res);
 	vbuf_reg(&d, &res, 64, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
-	sge = (struct ibv_sge){ (uintptr_t)res.p, 16, res.mr->lkey };
+	sge = (struct ibv_sge){(uintptr_t)res.p, 16, res.mr->lkey};
 	wr = rdma_wr(IBV_WR_RDMA_READ, 300, &sge, atom.addr, atom.rkey);
 	post_expect(qp, cq, &wr, IBV_WC_SUCCESS, IBV_WC_RDMA_READ);
 	memcpy(&v, res.p, 8);
@@ -152,7 +153,7 @@ static void atomic_contention(int n, int per, int cas)
 		 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ, NULL);
 	memset(counter.p, 0, 8);
 	for (int i = 0; i < n; i++) {
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq};
 
 		qp[i] = vqp_create(&d, &s);
 		acq[i] = ag_cq(&ag[i], 128, 0);
@@ -164,9 +165,9 @@ static void atomic_contention(int n, int per, int cas)
 	/* all start together, then all replies */
 	t0 = sr_now_us();
 	for (int i = 0; i < n; i++) {
-		struct ag_req rq = { .op = AG_ATOMIC_LOOP,
-				     .a = { aq[i].h, acq[i], (int64_t)(uintptr_t)counter.p,
-					    counter.mr->rkey, per, cas, 32 } };
+		struct ag_req rq = {.op = AG_ATOMIC_LOOP,
+				    .a = {aq[i].h, acq[i], (int64_t)(uintptr_t)counter.p,
+					  counter.mr->rkey, per, cas, 32}};
 
 		ag_send(&ag[i], &rq, NULL);
 	}
@@ -178,8 +179,8 @@ static void atomic_contention(int n, int per, int cas)
 		CHECK_EQ(rep.a[0], 0); /* errors */
 		CHECK_EQ(rep.len, (uint32_t)per * 8);
 	}
-	printf("# %d processes x %d %s: %.1f ms\n", n, per, cas ? "CMP_AND_SWP increments" : "FETCH_AND_ADDs",
-	       (sr_now_us() - t0) / 1000.0);
+	printf("# %d processes x %d %s: %.1f ms\n", n, per,
+	       cas ? "CMP_AND_SWP increments" : "FETCH_AND_ADDs", (sr_now_us() - t0) / 1000.0);
 	sr_note("results");
 	CHECK_EQ(*(volatile uint64_t *)counter.p, total);
 	/* every value was returned to exactly one increment, in order per initiator */

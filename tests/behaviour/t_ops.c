@@ -10,9 +10,9 @@
 #define TGT_LEN (160 * 1024)
 
 enum op { OP_SEND, OP_SEND_IMM, OP_WRITE, OP_WRITE_IMM, OP_READ, OP_CAS, OP_FAA };
-static const char *const op_name[] = { "SEND", "SEND_WITH_IMM", "RDMA_WRITE",
-				       "RDMA_WRITE_WITH_IMM", "RDMA_READ", "CMP_AND_SWP",
-				       "FETCH_AND_ADD" };
+static const char *const op_name[] = {
+    "SEND",	 "SEND_WITH_IMM", "RDMA_WRITE",	  "RDMA_WRITE_WITH_IMM",
+    "RDMA_READ", "CMP_AND_SWP",	  "FETCH_AND_ADD"};
 
 struct env {
 	enum ibv_qp_type type;
@@ -46,8 +46,10 @@ static void env_setup(struct env *e, enum ibv_qp_type type, struct qp_spec *spec
 	agent_start(&e->ag, "agent");
 	vdev_open(&e->d);
 	printf("# transport %s, active MTU %u, max_sge %d\n",
-	       type == IBV_QPT_RC ? "RC" : type == IBV_QPT_UC ? "UC" : "UD", e->d.mtu,
-	       e->d.attr.max_sge);
+	       type == IBV_QPT_RC   ? "RC"
+	       : type == IBV_QPT_UC ? "UC"
+				    : "UD",
+	       e->d.mtu, e->d.attr.max_sge);
 
 	e->acq = ag_cq(&e->ag, 256, 0);
 	e->aq = ag_qp_create(&e->ag, type, e->acq, e->acq, -1, 0, 0);
@@ -178,7 +180,8 @@ static void do_send(struct env *e, int i, enum op op, uint64_t len)
 	post_ok(e->qp, &wr);
 	vpoll1(e->cq, &wc);
 	CHECK_WC(wc, IBV_WC_SUCCESS, IBV_WC_SEND, (uint64_t)i, e->qp->qp_num);
-	check_agent_recv(e, (uint64_t)i, rp, rn, len, op == OP_SEND_IMM, imm, IBV_WC_RECV, S_MSG(i));
+	check_agent_recv(e, (uint64_t)i, rp, rn, len, op == OP_SEND_IMM, imm, IBV_WC_RECV,
+			 S_MSG(i));
 }
 
 static void do_write(struct env *e, int i, enum op op, uint64_t len)
@@ -258,7 +261,7 @@ static void do_atomic(struct env *e, int i, enum op op)
 	uint64_t cur = e->atom_val[slot], want, got, remote;
 	uint64_t a = rng_next(&e->r), b = rng_next(&e->r);
 	bool swap_ok = rng_next(&e->r) & 1;
-	struct ibv_sge sge = { (uintptr_t)(e->res.p + ro), 8, e->res.mr->lkey };
+	struct ibv_sge sge = {(uintptr_t)(e->res.p + ro), 8, e->res.mr->lkey};
 	struct ibv_send_wr wr;
 	struct ibv_wc wc;
 
@@ -341,7 +344,7 @@ static void run_ops(enum ibv_qp_type type, const enum op *ops, int nops, int ite
 {
 	struct env e;
 	uint64_t max = type == IBV_QPT_UD ? 0 : MAX_MSG;
-	int count[8] = { 0 };
+	int count[8] = {0};
 
 	env_setup(&e, type, NULL);
 	if (type == IBV_QPT_UD)
@@ -393,22 +396,22 @@ static void run_ops(enum ibv_qp_type type, const enum op *ops, int nops, int ite
 
 void test_rc_ops(void)
 {
-	static const enum op ops[] = { OP_SEND, OP_SEND_IMM, OP_WRITE, OP_WRITE_IMM,
-				       OP_READ,  OP_CAS,      OP_FAA };
+	static const enum op ops[] = {OP_SEND, OP_SEND_IMM, OP_WRITE, OP_WRITE_IMM,
+				      OP_READ, OP_CAS,	    OP_FAA};
 
 	run_ops(IBV_QPT_RC, ops, 7, 350);
 }
 
 void test_uc_ops(void)
 {
-	static const enum op ops[] = { OP_SEND, OP_SEND_IMM, OP_WRITE, OP_WRITE_IMM };
+	static const enum op ops[] = {OP_SEND, OP_SEND_IMM, OP_WRITE, OP_WRITE_IMM};
 
 	run_ops(IBV_QPT_UC, ops, 4, 200);
 }
 
 void test_ud_ops(void)
 {
-	static const enum op ops[] = { OP_SEND, OP_SEND_IMM };
+	static const enum op ops[] = {OP_SEND, OP_SEND_IMM};
 
 	run_ops(IBV_QPT_UD, ops, 2, 200);
 }
@@ -417,15 +420,17 @@ void test_ud_ops(void)
 
 static void inline_round(struct env *e, uint32_t max_inline)
 {
-	static const enum ibv_wr_opcode rc_ops[] = { IBV_WR_SEND, IBV_WR_SEND_WITH_IMM,
-						     IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM };
+	static const enum ibv_wr_opcode rc_ops[] = {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM,
+						    IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM};
 	int nops = e->type == IBV_QPT_UD ? 2 : 4;
 	char *src = malloc(max_inline + 64);
 
 	REQUIRE(src);
 	for (int i = 0; i < 120; i++) {
 		enum ibv_wr_opcode opc = rc_ops[i % nops];
-		uint64_t len = i < nops ? max_inline : i < 2 * nops ? 0 : rng_range(&e->r, 0, max_inline);
+		uint64_t len = i < nops	      ? max_inline
+			       : i < 2 * nops ? 0
+					      : rng_range(&e->r, 0, max_inline);
 		uint64_t hdr = e->type == IBV_QPT_UD ? GRH_LEN : 0, off = 0;
 		struct piece rp[LAYOUT_MAX];
 		struct ibv_sge sge[4];
@@ -471,7 +476,8 @@ static void inline_round(struct env *e, uint32_t max_inline)
 		memset(src, 0, max_inline + 64); /* the application may reuse it at once */
 		vpoll1(e->cq, &wc);
 		CHECK_WC(wc, IBV_WC_SUCCESS,
-			 two_sided && opc != IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
+			 two_sided && opc != IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_SEND
+									: IBV_WC_RDMA_WRITE,
 			 (uint64_t)i, e->qp->qp_num);
 		if (opc == IBV_WR_SEND || opc == IBV_WR_SEND_WITH_IMM)
 			check_agent_recv(e, (uint64_t)i, rp, rn, len, opc == IBV_WR_SEND_WITH_IMM,
@@ -480,14 +486,15 @@ static void inline_round(struct env *e, uint32_t max_inline)
 			if (opc == IBV_WR_RDMA_WRITE_WITH_IMM)
 				check_agent_recv(e, (uint64_t)i, rp, rn, len, 1, imm,
 						 IBV_WC_RECV_RDMA_WITH_IMM, 0);
-			CHECK_EQ(ag_mem_check(&e->ag, e->tgt.h, (int64_t)off, len, S_MSG(i), 0), -1);
+			CHECK_EQ(ag_mem_check(&e->ag, e->tgt.h, (int64_t)off, len, S_MSG(i), 0),
+				 -1);
 			ag_mem_fill(&e->ag, e->tgt.h, (int64_t)off, len, S_BACKGROUND, off);
 		}
 	}
 
 	/* more than max_inline_data is refused at post time, and the QP stays usable */
 	{
-		struct ibv_sge sge = { (uintptr_t)src, max_inline + 1, 0 };
+		struct ibv_sge sge = {(uintptr_t)src, max_inline + 1, 0};
 		struct ibv_send_wr wr, *bad = NULL;
 		int r;
 
@@ -562,8 +569,8 @@ void test_unsignaled(void)
 			int i = 8 * c + k;
 
 			pat_fill(e.lr.b[0].p + 256 * i, 256, S_MSG(i), 0);
-			sge[i] = (struct ibv_sge){ (uintptr_t)(e.lr.b[0].p + 256 * i), 256,
-						   e.lr.b[0].mr->lkey };
+			sge[i] = (struct ibv_sge){(uintptr_t)(e.lr.b[0].p + 256 * i), 256,
+						  e.lr.b[0].mr->lkey};
 			memset(&wr[i], 0, sizeof(wr[i]));
 			wr[i].wr_id = (uint64_t)i;
 			wr[i].sg_list = &sge[i];
@@ -591,7 +598,8 @@ void test_unsignaled(void)
 	for (int i = 0; i < 5; i++) {
 		n = layout_make(&e.r, e.ar.len, NREGION, 256, 4, rp);
 		CHECK_EQ(ag_post_recv(&e.ag, e.aq.h, 0, 100 + (uint64_t)i, rp, n, e.ar.h), 0);
-		sge[i] = (struct ibv_sge){ (uintptr_t)(e.lr.b[1].p + 256 * i), 256, e.lr.b[1].mr->lkey };
+		sge[i] =
+		    (struct ibv_sge){(uintptr_t)(e.lr.b[1].p + 256 * i), 256, e.lr.b[1].mr->lkey};
 		memset(&wr[i], 0, sizeof(wr[i]));
 		wr[i].wr_id = 100 + (uint64_t)i;
 		wr[i].sg_list = &sge[i];
@@ -610,7 +618,7 @@ void test_unsignaled(void)
 
 	/* an error completes even when unsignaled (IBTA 10.8.3.1) */
 	sr_note("unsignaled error");
-	sge[0] = (struct ibv_sge){ (uintptr_t)e.lr.b[0].p, 64, e.lr.b[0].mr->lkey };
+	sge[0] = (struct ibv_sge){(uintptr_t)e.lr.b[0].p, 64, e.lr.b[0].mr->lkey};
 	memset(&wr[0], 0, sizeof(wr[0]));
 	wr[0].wr_id = 200;
 	wr[0].sg_list = &sge[0];
@@ -629,7 +637,8 @@ void test_unsignaled(void)
 	env_setup(&e, IBV_QPT_RC, &s);
 	sr_note("sq_sig_all");
 	for (int i = 0; i < 4; i++) {
-		sge[i] = (struct ibv_sge){ (uintptr_t)(e.lr.b[0].p + 64 * i), 64, e.lr.b[0].mr->lkey };
+		sge[i] =
+		    (struct ibv_sge){(uintptr_t)(e.lr.b[0].p + 64 * i), 64, e.lr.b[0].mr->lkey};
 		memset(&wr[i], 0, sizeof(wr[i]));
 		wr[i].wr_id = 300 + (uint64_t)i;
 		wr[i].sg_list = &sge[i];

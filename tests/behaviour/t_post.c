@@ -77,7 +77,7 @@ void test_post_errors(void)
 	vbuf_reg(&d, &b, 4096, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
 	pat_fill(b.p, 4096, S_MSG(1), 0);
 	for (int i = 0; i < 3; i++)
-		sge[i] = (struct ibv_sge){ (uintptr_t)(b.p + 100 * i), 100, b.mr->lkey };
+		sge[i] = (struct ibv_sge){(uintptr_t)(b.p + 100 * i), 100, b.mr->lkey};
 
 	sr_note("a bad WR in the middle of a chain");
 	wr[0] = write_wr(1, sge, 1, tgt.addr, tgt.rkey);
@@ -96,13 +96,15 @@ void test_post_errors(void)
 
 	sr_note("receive queue: exactly max_recv_wr");
 	for (uint32_t i = 0; i < rq + 1; i++) {
-		rwr[i] = (struct ibv_recv_wr){ .wr_id = 100 + i, .sg_list = sge, .num_sge = 1,
-					       .next = i < rq ? &rwr[i + 1] : NULL };
+		rwr[i] = (struct ibv_recv_wr){.wr_id = 100 + i,
+					      .sg_list = sge,
+					      .num_sge = 1,
+					      .next = i < rq ? &rwr[i + 1] : NULL};
 	}
 	rbad = NULL;
 	CHECK_EQ(ibv_post_recv(qp, &rwr[0], &rbad), ENOMEM);
 	CHECK(rbad == &rwr[rq]);
-	rwr[0] = (struct ibv_recv_wr){ .wr_id = 99, .sg_list = sge, .num_sge = 3 };
+	rwr[0] = (struct ibv_recv_wr){.wr_id = 99, .sg_list = sge, .num_sge = 3};
 	rbad = NULL;
 	CHECK(ibv_post_recv(qp, &rwr[0], &rbad) != 0); /* full, and too many SGEs */
 	CHECK(rbad == &rwr[0]);
@@ -130,7 +132,7 @@ void test_post_errors(void)
 	}
 	/* receives at the agent let them all through, in order */
 	for (uint32_t i = 0; i < sq; i++) {
-		struct piece pc = { 0, 128 * (uint64_t)i, 128 };
+		struct piece pc = {0, 128 * (uint64_t)i, 128};
 
 		CHECK_EQ(ag_post_recv(&ag, aq.h, 0, 300 + i, &pc, 1, ar.h), 0);
 	}
@@ -164,7 +166,7 @@ struct uenv {
 static void send_one(struct uenv *e, struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn,
 		     uint32_t qkey, uint64_t id, uint64_t stream)
 {
-	struct ibv_sge sge = { (uintptr_t)e->b.p, 200, e->b.mr->lkey };
+	struct ibv_sge sge = {(uintptr_t)e->b.p, 200, e->b.mr->lkey};
 	struct ibv_send_wr wr = rdma_wr(IBV_WR_SEND, id, &sge, 0, 0);
 
 	pat_fill(e->b.p, 200, stream, 0);
@@ -184,7 +186,7 @@ void test_unreliable_drops(void)
 	struct ibv_ah *ah;
 	struct ag_mr tgt;
 	struct ibv_wc wc;
-	struct piece pc = { 0, 0, 256 + GRH_LEN };
+	struct piece pc = {0, 0, 256 + GRH_LEN};
 	static char got[512];
 
 	rng_init(&e.r, 81);
@@ -198,7 +200,7 @@ void test_unreliable_drops(void)
 	REQUIRE(e.cq);
 	vbuf_reg(&e.d, &e.b, 4096, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
 	{
-		struct qp_spec s = { .type = IBV_QPT_UC, .scq = e.cq };
+		struct qp_spec s = {.type = IBV_QPT_UC, .scq = e.cq};
 
 		uc = vqp_create(&e.d, &s);
 		s.type = IBV_QPT_UD;
@@ -213,8 +215,9 @@ void test_unreliable_drops(void)
 
 	sr_note("UC WRITE with a bad rkey");
 	{
-		struct ibv_sge sge = { (uintptr_t)e.b.p, 64, e.b.mr->lkey };
-		struct ibv_send_wr wr = rdma_wr(IBV_WR_RDMA_WRITE, 1, &sge, tgt.addr, tgt.rkey ^ 0xff);
+		struct ibv_sge sge = {(uintptr_t)e.b.p, 64, e.b.mr->lkey};
+		struct ibv_send_wr wr =
+		    rdma_wr(IBV_WR_RDMA_WRITE, 1, &sge, tgt.addr, tgt.rkey ^ 0xff);
 
 		post_expect(uc, e.cq, &wr, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
 		CHECK_EQ(ag_mem_check(&e.ag, tgt.h, 0, 4096, S_BACKGROUND, 0), -1);
@@ -247,7 +250,7 @@ void test_unreliable_drops(void)
 		struct ag_req rq;
 
 		gone = ag_qp_create(&e.ag, IBV_QPT_UD, e.acq, e.acq, -1, 0, 0);
-		rq = (struct ag_req){ .op = AG_QP_DESTROY, .a = { gone.h } };
+		rq = (struct ag_req){.op = AG_QP_DESTROY, .a = {gone.h}};
 		ag_call(&e.ag, &rq, NULL, NULL, NULL, 0, 0);
 	}
 	send_one(&e, ud, ah, gone.qpn, CONN_DEFAULT.qkey, 6, S_MSG(6));

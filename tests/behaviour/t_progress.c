@@ -51,7 +51,7 @@ static void penv_teardown(struct penv *e)
 /* Sleeps in the completion channel until an event (or ms pass); takes it. */
 static bool wait_event(struct penv *e, int ms)
 {
-	struct pollfd p = { e->ch->fd, POLLIN, 0 };
+	struct pollfd p = {e->ch->fd, POLLIN, 0};
 	struct ibv_cq *ev_cq;
 	void *ev_ctx;
 
@@ -65,17 +65,16 @@ static bool wait_event(struct penv *e, int ms)
 
 static void post_send64(struct ibv_qp *qp, struct vbuf *src, uint64_t id)
 {
-	struct ibv_sge sge = { (uintptr_t)src->p, 64, src->mr->lkey };
+	struct ibv_sge sge = {(uintptr_t)src->p, 64, src->mr->lkey};
 	struct ibv_send_wr wr = rdma_wr(IBV_WR_SEND, id, &sge, 0, 0), *bad;
 
 	CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
 }
 
 /* Our QP is connected; the agent's is still in RESET. */
-static struct ibv_qp *half_pair(struct penv *e, struct ag_qp *aq, uint32_t *apsn,
-				uint32_t *lpsn)
+static struct ibv_qp *half_pair(struct penv *e, struct ag_qp *aq, uint32_t *apsn, uint32_t *lpsn)
 {
-	struct qp_spec s = { .type = IBV_QPT_RC, .scq = e->cq, .send_wr = 8 };
+	struct qp_spec s = {.type = IBV_QPT_RC, .scq = e->cq, .send_wr = 8};
 	struct ibv_qp *qp = vqp_create(&e->d, &s);
 
 	*aq = ag_qp_create(&e->ag, IBV_QPT_RC, e->acq, e->acq, -1, 0, 0);
@@ -89,16 +88,17 @@ static struct ibv_qp *half_pair(struct penv *e, struct ag_qp *aq, uint32_t *apsn
 static void agent_ready_async(struct penv *e, const struct ag_qp *aq, struct ibv_qp *qp,
 			      uint32_t apsn, uint32_t lpsn, uint64_t recv_id)
 {
-	struct ag_req rq = { .op = AG_QP_CONNECT,
-			     .len = 16,
-			     .a = { aq->h, qp->qp_num, lpsn, apsn, CONN_DEFAULT.access,
-				    CONN_DEFAULT.timeout, CONN_DEFAULT.retry_cnt,
-				    CONN_DEFAULT.rnr_retry, CONN_DEFAULT.min_rnr_timer,
-				    CONN_DEFAULT.qkey } };
-	struct ag_piece pc = { e->ar.h[0], 64, 0 };
+	struct ag_req rq = {.op = AG_QP_CONNECT,
+			    .len = 16,
+			    .a = {aq->h, qp->qp_num, lpsn, apsn, CONN_DEFAULT.access,
+				  CONN_DEFAULT.timeout, CONN_DEFAULT.retry_cnt,
+				  CONN_DEFAULT.rnr_retry, CONN_DEFAULT.min_rnr_timer,
+				  CONN_DEFAULT.qkey}};
+	struct ag_piece pc = {e->ar.h[0], 64, 0};
 
 	ag_send(&e->ag, &rq, e->d.gid.raw);
-	rq = (struct ag_req){ .op = AG_POST_RECV, .len = sizeof(pc), .a = { aq->h, 0, (int64_t)recv_id, 1 } };
+	rq = (struct ag_req){
+	    .op = AG_POST_RECV, .len = sizeof(pc), .a = {aq->h, 0, (int64_t)recv_id, 1}};
 	ag_send(&e->ag, &rq, &pc);
 }
 
@@ -176,9 +176,9 @@ void test_progress_rnr_blocked(void)
 	CHECK_EQ(ibv_req_notify_cq(e.cq, 0), 0);
 	CHECK(!wait_event(&e, 100)); /* waiting for a receive */
 	{
-		struct ag_req rq = { .op = AG_POST_RECV, .len = sizeof(struct ag_piece),
-				     .a = { aq.h, 0, 5, 1 } };
-		struct ag_piece p = { e.ar.h[0], 64, 0 };
+		struct ag_req rq = {
+		    .op = AG_POST_RECV, .len = sizeof(struct ag_piece), .a = {aq.h, 0, 5, 1}};
+		struct ag_piece p = {e.ar.h[0], 64, 0};
 
 		t0 = sr_now_us();
 		ag_send(&e.ag, &rq, &p);
@@ -246,11 +246,11 @@ void test_srq_many_waiting(void)
 	int srq, n, ok = 0;
 
 	penv_setup(&e, 73);
-	rq = (struct ag_req){ .op = AG_SRQ_CREATE, .a = { 256, 1, 0 } };
+	rq = (struct ag_req){.op = AG_SRQ_CREATE, .a = {256, 1, 0}};
 	ag_call(&e.ag, &rq, NULL, &rep, NULL, 0, 0);
 	srq = (int)rep.a[0];
 	for (int i = 0; i < NSRQ_QP; i++) {
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = e.cq, .send_wr = 4 };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = e.cq, .send_wr = 4};
 
 		qp[i] = vqp_create(&e.d, &s);
 		aq[i] = ag_qp_create(&e.ag, IBV_QPT_RC, e.acq, e.acq, srq, 0, 0);
@@ -259,7 +259,7 @@ void test_srq_many_waiting(void)
 	}
 	/* all wait for a receive; we do not poll meanwhile */
 	for (int i = 0; i < NSRQ_QP; i++) {
-		struct piece pc = { i % NREGION, 64 * (uint64_t)(i / NREGION), 64 };
+		struct piece pc = {i % NREGION, 64 * (uint64_t)(i / NREGION), 64};
 
 		CHECK_EQ(ag_post_recv(&e.ag, srq, 1, (uint64_t)i, &pc, 1, e.ar.h), 0);
 	}

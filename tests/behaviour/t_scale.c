@@ -9,11 +9,11 @@
 #include "tcommon.h"
 
 #define NPAIRS 1000
-#define SLOT 64
+#define SLOT   64
 
 void test_many_qps(void)
 {
-	static const uint32_t caps[5] = { 4, 4, 1, 1, 0 };
+	static const uint32_t caps[5] = {4, 4, 1, 1, 0};
 	static struct ag_qp aq[NPAIRS];
 	static struct ibv_qp *qp[NPAIRS];
 	static struct ibv_wc wc[2 * NPAIRS];
@@ -33,15 +33,15 @@ void test_many_qps(void)
 	vdev_open(&d);
 	acq = ag_cq(&ag, 4 * NPAIRS, 0);
 	rbuf = ag_mr_reg(&ag, NPAIRS * SLOT, 64, IBV_ACCESS_LOCAL_WRITE, 0, S_JUNK);
-	wbuf = ag_mr_reg(&ag, NPAIRS * SLOT, 64,
-			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0, S_JUNK);
+	wbuf = ag_mr_reg(&ag, NPAIRS * SLOT, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+			 0, S_JUNK);
 	cq = ibv_create_cq(d.ctx, 4 * NPAIRS, NULL, NULL, 0);
 	REQUIRE(cq);
 	vbuf_reg(&d, &src, NPAIRS * SLOT, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
 
 	t0 = sr_now_us();
 	for (int i = 0; i < NPAIRS; i++) {
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq, .send_wr = 4, .recv_wr = 4 };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq, .send_wr = 4, .recv_wr = 4};
 
 		sr_note("pair %d", i);
 		qp[i] = vqp_create(&d, &s);
@@ -50,7 +50,7 @@ void test_many_qps(void)
 	}
 	t1 = sr_now_us();
 	for (int i = 0; i < NPAIRS; i++) {
-		struct piece pc = { 0, (uint64_t)i * SLOT, SLOT };
+		struct piece pc = {0, (uint64_t)i * SLOT, SLOT};
 
 		CHECK_EQ(ag_post_recv(&ag, aq[i].h, 0, (uint64_t)i, &pc, 1, &rbuf.h), 0);
 	}
@@ -58,9 +58,9 @@ void test_many_qps(void)
 	t2 = sr_now_us();
 	pat_fill(src.p, NPAIRS * SLOT, S_MSG(0), 0);
 	for (int i = 0; i < NPAIRS; i++) {
-		struct ibv_sge s1 = { (uintptr_t)(src.p + i * SLOT), SLOT / 2, src.mr->lkey };
-		struct ibv_sge s2 = { (uintptr_t)(src.p + i * SLOT + SLOT / 2), SLOT / 2,
-				      src.mr->lkey };
+		struct ibv_sge s1 = {(uintptr_t)(src.p + i * SLOT), SLOT / 2, src.mr->lkey};
+		struct ibv_sge s2 = {(uintptr_t)(src.p + i * SLOT + SLOT / 2), SLOT / 2,
+				     src.mr->lkey};
 		struct ibv_send_wr w1 = rdma_wr(IBV_WR_SEND, 2 * (uint64_t)i, &s1, 0, 0);
 		struct ibv_send_wr w2 = rdma_wr(IBV_WR_RDMA_WRITE, 2 * (uint64_t)i + 1, &s2,
 						wbuf.addr + (uint64_t)i * SLOT, wbuf.rkey);
@@ -106,12 +106,14 @@ void test_many_qps(void)
 	ag_mem_read(&ag, rbuf.h, 0, NPAIRS * SLOT, got);
 	for (int i = 0; i < NPAIRS; i++) {
 		CHECK_PAT(got + i * SLOT, SLOT / 2, S_MSG(0), (uint64_t)i * SLOT);
-		CHECK_PAT(got + i * SLOT + SLOT / 2, SLOT / 2, S_JUNK, (uint64_t)i * SLOT + SLOT / 2);
+		CHECK_PAT(got + i * SLOT + SLOT / 2, SLOT / 2, S_JUNK,
+			  (uint64_t)i * SLOT + SLOT / 2);
 	}
 	ag_mem_read(&ag, wbuf.h, 0, NPAIRS * SLOT, got);
 	for (int i = 0; i < NPAIRS; i++) {
 		CHECK_PAT(got + i * SLOT, SLOT / 2, S_MSG(0), (uint64_t)i * SLOT + SLOT / 2);
-		CHECK_PAT(got + i * SLOT + SLOT / 2, SLOT / 2, S_JUNK, (uint64_t)i * SLOT + SLOT / 2);
+		CHECK_PAT(got + i * SLOT + SLOT / 2, SLOT / 2, S_JUNK,
+			  (uint64_t)i * SLOT + SLOT / 2);
 	}
 	t0 = sr_now_us();
 	for (int i = 0; i < NPAIRS; i++)
@@ -125,12 +127,12 @@ void test_many_qps(void)
 
 /* ---- threads ---- */
 
-#define OWN_THREADS 8
+#define OWN_THREADS    8
 #define SHARED_THREADS 4
-#define NTHREADS (OWN_THREADS + SHARED_THREADS)
-#define WRITES 400
-#define WSLOT 256
-#define TREGION ((uint64_t)WRITES * WSLOT)
+#define NTHREADS       (OWN_THREADS + SHARED_THREADS)
+#define WRITES	       400
+#define WSLOT	       256
+#define TREGION	       ((uint64_t)WRITES * WSLOT)
 
 struct tctx {
 	int t;
@@ -162,8 +164,9 @@ static void reap(struct tctx *c, int max)
 
 		if (wc[k].status != IBV_WC_SUCCESS || wc[k].opcode != IBV_WC_RDMA_WRITE ||
 		    owner < 0 || owner >= NTHREADS) {
-			sr__fail(__FILE__, __LINE__, "thread %d: completion %s opcode %d wr_id %#llx",
-				 c->t, ibv_wc_status_str(wc[k].status), wc[k].opcode,
+			sr__fail(__FILE__, __LINE__,
+				 "thread %d: completion %s opcode %d wr_id %#llx", c->t,
+				 ibv_wc_status_str(wc[k].status), wc[k].opcode,
 				 (unsigned long long)wc[k].wr_id);
 			atomic_fetch_add(c->errors, 1);
 			continue;
@@ -182,10 +185,10 @@ static void *writer(void *arg)
 	for (int i = 0; i < WRITES; i++) {
 		uint32_t len = wlen(c->t, i);
 		char *p = c->src->p + base + (uint64_t)i * WSLOT;
-		struct ibv_sge sge = { (uintptr_t)p, len, c->src->mr->lkey };
-		struct ibv_send_wr wr = rdma_wr(IBV_WR_RDMA_WRITE, ((uint64_t)c->t << 32) | (uint64_t)i,
-						&sge, c->tgt->addr + base + (uint64_t)i * WSLOT,
-						c->tgt->rkey);
+		struct ibv_sge sge = {(uintptr_t)p, len, c->src->mr->lkey};
+		struct ibv_send_wr wr =
+		    rdma_wr(IBV_WR_RDMA_WRITE, ((uint64_t)c->t << 32) | (uint64_t)i, &sge,
+			    c->tgt->addr + base + (uint64_t)i * WSLOT, c->tgt->rkey);
 		struct ibv_send_wr *bad;
 		int r;
 
@@ -234,9 +237,10 @@ void test_threads_write(void)
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0, S_BACKGROUND);
 	vbuf_reg(&d, &src, NTHREADS * TREGION, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
 	for (int q = 0; q <= OWN_THREADS; q++) {
-		struct qp_spec s = { .type = IBV_QPT_RC, .send_wr = 64 };
+		struct qp_spec s = {.type = IBV_QPT_RC, .send_wr = 64};
 
-		cq[q] = ibv_create_cq(d.ctx, q == OWN_THREADS ? 4 * WRITES * SHARED_THREADS : 2 * WRITES,
+		cq[q] = ibv_create_cq(d.ctx,
+				      q == OWN_THREADS ? 4 * WRITES * SHARED_THREADS : 2 * WRITES,
 				      NULL, NULL, 0);
 		REQUIRE(cq[q]);
 		s.scq = cq[q];
@@ -249,10 +253,15 @@ void test_threads_write(void)
 		bool shared = t >= OWN_THREADS;
 
 		atomic_init(&done[t], 0);
-		c[t] = (struct tctx){ .t = t, .qp = qp[shared ? OWN_THREADS : t],
-				      .cq = cq[shared ? OWN_THREADS : t], .shared = shared,
-				      .src = &src, .tgt = &tgt, .done = done, .errors = &errors,
-				      .go = &go };
+		c[t] = (struct tctx){.t = t,
+				     .qp = qp[shared ? OWN_THREADS : t],
+				     .cq = cq[shared ? OWN_THREADS : t],
+				     .shared = shared,
+				     .src = &src,
+				     .tgt = &tgt,
+				     .done = done,
+				     .errors = &errors,
+				     .go = &go};
 	}
 	t0 = sr_now_us();
 	for (int t = 0; t < NTHREADS; t++)
@@ -286,7 +295,8 @@ void test_threads_write(void)
 			    pat_find_diff(got + off + len, WSLOT - len, S_BACKGROUND,
 					  t * TREGION + off + len) >= 0) {
 				if (!bad)
-					sr__fail(__FILE__, __LINE__, "thread %d write %d: data differs", t, i);
+					sr__fail(__FILE__, __LINE__,
+						 "thread %d write %d: data differs", t, i);
 				bad++;
 			}
 		}
@@ -306,7 +316,7 @@ void test_threads_write(void)
 /* ---- many senders, one UD receiver ---- */
 
 #define UD_SENDERS 4 /* 2 agent processes, 2 of our threads */
-#define UD_PER 400
+#define UD_PER	   400
 
 struct udthread {
 	struct vdev *d;
@@ -322,8 +332,8 @@ static void *ud_sender(void *arg)
 {
 	struct udthread *u = arg;
 
-	u->errors = ud_send_loop(u->d, u->qp, u->cq, u->ah, u->dest, CONN_DEFAULT.qkey, u->tag,
-				 UD_PER);
+	u->errors =
+	    ud_send_loop(u->d, u->qp, u->cq, u->ah, u->dest, CONN_DEFAULT.qkey, u->tag, UD_PER);
 	return NULL;
 }
 
@@ -350,21 +360,21 @@ void test_ud_many_to_one(void)
 	rcq = ibv_create_cq(d.ctx, 2 * total, NULL, NULL, 0);
 	REQUIRE(rcq);
 	{
-		struct qp_spec s = { .type = IBV_QPT_UD, .scq = rcq, .recv_wr = (uint32_t)total };
+		struct qp_spec s = {.type = IBV_QPT_UD, .scq = rcq, .recv_wr = (uint32_t)total};
 
 		rqp = vqp_create(&d, &s);
 		vqp_connect(&d, rqp, 0, 0, 0, NULL, &CONN_DEFAULT);
 	}
 	vbuf_reg(&d, &rb, (size_t)total * 256, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
 	for (int k = 0; k < total; k++) {
-		struct ibv_sge sge = { (uintptr_t)(rb.p + 256 * (size_t)k), 256, rb.mr->lkey };
-		struct ibv_recv_wr wr = { .wr_id = (uint64_t)k, .sg_list = &sge, .num_sge = 1 }, *bad;
+		struct ibv_sge sge = {(uintptr_t)(rb.p + 256 * (size_t)k), 256, rb.mr->lkey};
+		struct ibv_recv_wr wr = {.wr_id = (uint64_t)k, .sg_list = &sge, .num_sge = 1}, *bad;
 
 		REQUIRE_OK(ibv_post_recv(rqp, &wr, &bad));
 	}
 	ah = vah_create(&d, &d.gid);
 	for (int i = 0; i < 2; i++) {
-		struct qp_spec s = { .type = IBV_QPT_UD };
+		struct qp_spec s = {.type = IBV_QPT_UD};
 		int acq = ag_cq(&ag[i], 16, 0);
 
 		scq[i] = ibv_create_cq(d.ctx, 16, NULL, NULL, 0);
@@ -372,7 +382,7 @@ void test_ud_many_to_one(void)
 		s.scq = scq[i];
 		sqp[i] = vqp_create(&d, &s);
 		vqp_connect(&d, sqp[i], 0, 0, 0, NULL, &CONN_DEFAULT);
-		u[i] = (struct udthread){ &d, sqp[i], scq[i], ah, rqp->qp_num, 3 + (uint64_t)i, 0 };
+		u[i] = (struct udthread){&d, sqp[i], scq[i], ah, rqp->qp_num, 3 + (uint64_t)i, 0};
 		src_of_tag[3 + i] = sqp[i]->qp_num;
 		aq[i] = ag_qp_create(&ag[i], IBV_QPT_UD, acq, acq, -1, 0, 0);
 		ag_qp_connect(&ag[i], aq[i].h, 0, 0, 0, &d.gid, &CONN_DEFAULT);
@@ -380,9 +390,10 @@ void test_ud_many_to_one(void)
 	}
 	/* all four at once */
 	for (int i = 0; i < 2; i++) {
-		struct ag_req rq = { .op = AG_UD_SEND_LOOP,
-				     .len = 16,
-				     .a = { aq[i].h, 0, UD_PER, rqp->qp_num, CONN_DEFAULT.qkey, 1 + i } };
+		struct ag_req rq = {
+		    .op = AG_UD_SEND_LOOP,
+		    .len = 16,
+		    .a = {aq[i].h, 0, UD_PER, rqp->qp_num, CONN_DEFAULT.qkey, 1 + i}};
 
 		ag_send(&ag[i], &rq, d.gid.raw);
 	}

@@ -8,9 +8,9 @@
  */
 #include "tcommon.h"
 
-#define NQP 4
-#define PER_QP 60
-#define SLOT 1024
+#define NQP		 4
+#define PER_QP		 60
+#define SLOT		 1024
 #define SLOTS_PER_REGION (REGION_LEN / SLOT)
 
 static uint64_t msg_len(int k, int seq)
@@ -24,7 +24,7 @@ static uint64_t msg_len(int k, int seq)
 /* Receive j gets its own 1 KiB slot, scattered over up to 4 SGEs in it. */
 static int recv_layout(struct rng *r, int j, struct piece *pc)
 {
-	const size_t slot_len[1] = { SLOT };
+	const size_t slot_len[1] = {SLOT};
 	int n = layout_make(r, slot_len, 1, 700 + rng_range(r, 0, 32), 4, pc);
 
 	for (int i = 0; i < n; i++) {
@@ -45,7 +45,7 @@ void test_srq_many_qps(void)
 	struct ibv_cq *cq;
 	struct lregions lr;
 	struct piece rp[NQP * PER_QP][4];
-	int rn[NQP * PER_QP], next_seq[NQP] = { 0 }, acq, srq, posted = 0;
+	int rn[NQP * PER_QP], next_seq[NQP] = {0}, acq, srq, posted = 0;
 	static struct ibv_wc wc[NQP * PER_QP];
 	static char got[SLOT];
 	bool seen[NQP][PER_QP];
@@ -58,7 +58,7 @@ void test_srq_many_qps(void)
 	vdev_open(&d);
 
 	acq = ag_cq(&ag, 1024, 0);
-	rq = (struct ag_req){ .op = AG_SRQ_CREATE, .a = { 512, 4, 0 } };
+	rq = (struct ag_req){.op = AG_SRQ_CREATE, .a = {512, 4, 0}};
 	ag_call(&ag, &rq, NULL, &rep, NULL, 0, 0);
 	srq = (int)rep.a[0];
 	aregions_init(&ag, &ar, IBV_ACCESS_LOCAL_WRITE);
@@ -66,7 +66,7 @@ void test_srq_many_qps(void)
 	REQUIRE(cq);
 	lregions_init(&d, &lr, IBV_ACCESS_LOCAL_WRITE);
 	for (int k = 0; k < NQP; k++) {
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq, .send_wr = PER_QP + 4 };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq, .send_wr = PER_QP + 4};
 
 		aq[k] = ag_qp_create(&ag, IBV_QPT_RC, acq, acq, srq, 0, 0);
 		qp[k] = vqp_create(&d, &s);
@@ -76,7 +76,8 @@ void test_srq_many_qps(void)
 	/* half the receives now */
 	for (; posted < total / 2; posted++) {
 		rn[posted] = recv_layout(&r, posted, rp[posted]);
-		CHECK_EQ(ag_post_recv(&ag, srq, 1, (uint64_t)posted, rp[posted], rn[posted], ar.h), 0);
+		CHECK_EQ(ag_post_recv(&ag, srq, 1, (uint64_t)posted, rp[posted], rn[posted], ar.h),
+			 0);
 	}
 	/* all the sends, the QPs interleaved at random; the second half waits (RNR) */
 	for (int i = 0; i < total; i++) {
@@ -94,7 +95,7 @@ void test_srq_many_qps(void)
 
 		memcpy(src, &hdr, 8);
 		pat_fill(src + 8, len - 8, S_MSG(1000 * k + seq), 0);
-		sge = (struct ibv_sge){ (uintptr_t)src, (uint32_t)len, lr.b[k].mr->lkey };
+		sge = (struct ibv_sge){(uintptr_t)src, (uint32_t)len, lr.b[k].mr->lkey};
 		memset(&wr, 0, sizeof(wr));
 		wr.wr_id = hdr;
 		wr.sg_list = &sge;
@@ -109,7 +110,8 @@ void test_srq_many_qps(void)
 	/* the rest of the receives: each wakes the waiting senders */
 	for (; posted < total; posted++) {
 		rn[posted] = recv_layout(&r, posted, rp[posted]);
-		CHECK_EQ(ag_post_recv(&ag, srq, 1, (uint64_t)posted, rp[posted], rn[posted], ar.h), 0);
+		CHECK_EQ(ag_post_recv(&ag, srq, 1, (uint64_t)posted, rp[posted], rn[posted], ar.h),
+			 0);
 	}
 	CHECK_EQ(ag_poll(&ag, acq, wc + total / 2, total / 2, 10000), total / 2);
 
@@ -131,7 +133,8 @@ void test_srq_many_qps(void)
 		k = (int)(hdr >> 32);
 		seq = (int)(uint32_t)hdr;
 		if (k < 0 || k >= NQP || seq < 0 || seq >= PER_QP) {
-			sr__fail(__FILE__, __LINE__, "message header %#llx", (unsigned long long)hdr);
+			sr__fail(__FILE__, __LINE__, "message header %#llx",
+				 (unsigned long long)hdr);
 			continue;
 		}
 		CHECK(!seen[k][seq]); /* exactly once */
@@ -161,7 +164,7 @@ void test_srq_many_qps(void)
 
 static void send_small(struct ibv_qp *qp, struct ibv_cq *cq, struct vbuf *b, uint64_t id)
 {
-	struct ibv_sge sge = { (uintptr_t)b->p, 32, b->mr->lkey };
+	struct ibv_sge sge = {(uintptr_t)b->p, 32, b->mr->lkey};
 	struct ibv_send_wr wr, *bad;
 	struct ibv_wc wc;
 
@@ -179,7 +182,7 @@ static void send_small(struct ibv_qp *qp, struct ibv_cq *cq, struct vbuf *b, uin
 /* Takes the agent's pending async event without blocking. */
 static void async_event(struct agent *ag, struct ag_rep *rep)
 {
-	struct ag_req rq = { .op = AG_GET_ASYNC, .a = { 1 } };
+	struct ag_req rq = {.op = AG_GET_ASYNC, .a = {1}};
 
 	ag_call(ag, &rq, NULL, rep, NULL, 0, 0);
 }
@@ -204,7 +207,7 @@ void test_srq_limit(void)
 	agent_start(&ag, "agent");
 	vdev_open(&d);
 	acq = ag_cq(&ag, 256, 0);
-	rq = (struct ag_req){ .op = AG_SRQ_CREATE, .a = { 64, 1, 0 } };
+	rq = (struct ag_req){.op = AG_SRQ_CREATE, .a = {64, 1, 0}};
 	ag_call(&ag, &rq, NULL, &rep, NULL, 0, 0);
 	srq = (int)rep.a[0];
 	aregions_init(&ag, &ar, IBV_ACCESS_LOCAL_WRITE);
@@ -212,7 +215,7 @@ void test_srq_limit(void)
 	cq = ibv_create_cq(d.ctx, 256, NULL, NULL, 0);
 	REQUIRE(cq);
 	{
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq};
 
 		qp = vqp_create(&d, &s);
 	}
@@ -220,7 +223,7 @@ void test_srq_limit(void)
 	vbuf_reg(&d, &b, 64, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
 
 	for (int i = 0; i < 16; i++) {
-		pc = (struct piece){ 0, 64 * (uint64_t)i, 64 };
+		pc = (struct piece){0, 64 * (uint64_t)i, 64};
 		CHECK_EQ(ag_post_recv(&ag, srq, 1, (uint64_t)i, &pc, 1, ar.h), 0);
 	}
 	/* no limit armed yet: nothing pending */
@@ -228,9 +231,9 @@ void test_srq_limit(void)
 	CHECK_EQ(rep.a[0], -1);
 	CHECK_EQ(rep.a[1], EAGAIN);
 
-	rq = (struct ag_req){ .op = AG_SRQ_MODIFY, .a = { srq, 8 } };
+	rq = (struct ag_req){.op = AG_SRQ_MODIFY, .a = {srq, 8}};
 	ag_call(&ag, &rq, NULL, NULL, NULL, 0, 0);
-	rq = (struct ag_req){ .op = AG_SRQ_QUERY, .a = { srq } };
+	rq = (struct ag_req){.op = AG_SRQ_QUERY, .a = {srq}};
 	ag_call(&ag, &rq, NULL, &rep, NULL, 0, 0);
 	CHECK_EQ(rep.a[1], 8);
 
@@ -249,7 +252,7 @@ void test_srq_limit(void)
 	CHECK_EQ(rep.a[0], 0);
 	CHECK_EQ(rep.a[2], IBV_EVENT_SRQ_LIMIT_REACHED);
 	CHECK_EQ(rep.a[3], srq);
-	rq = (struct ag_req){ .op = AG_SRQ_QUERY, .a = { srq } };
+	rq = (struct ag_req){.op = AG_SRQ_QUERY, .a = {srq}};
 	ag_call(&ag, &rq, NULL, &rep, NULL, 0, 0);
 	CHECK_EQ(rep.a[1], 0); /* fired, so disarmed */
 
@@ -262,7 +265,7 @@ void test_srq_limit(void)
 
 	/* armed again at 4 with 6 posted: fires when 3 are left */
 	sr_note("re-armed");
-	rq = (struct ag_req){ .op = AG_SRQ_MODIFY, .a = { srq, 4 } };
+	rq = (struct ag_req){.op = AG_SRQ_MODIFY, .a = {srq, 4}};
 	ag_call(&ag, &rq, NULL, NULL, NULL, 0, 0);
 	send_small(qp, cq, &b, id++);
 	send_small(qp, cq, &b, id++);
@@ -310,7 +313,7 @@ void test_srq_last_wqe(void)
 	agent_start(&ag, "agent");
 	vdev_open(&d);
 	acq = ag_cq(&ag, 64, 0);
-	rq = (struct ag_req){ .op = AG_SRQ_CREATE, .a = { 16, 1, 0 } };
+	rq = (struct ag_req){.op = AG_SRQ_CREATE, .a = {16, 1, 0}};
 	ag_call(&ag, &rq, NULL, &rep, NULL, 0, 0);
 	srq = (int)rep.a[0];
 	cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
@@ -318,7 +321,7 @@ void test_srq_last_wqe(void)
 	vbuf_reg(&d, &b, 4096, 0,
 		 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, NULL);
 	for (int i = 0; i < 3; i++) {
-		struct qp_spec s = { .type = IBV_QPT_RC, .scq = cq };
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq};
 
 		qp[i] = vqp_create(&d, &s);
 		aq[i] = ag_qp_create(&ag, IBV_QPT_RC, acq, acq, srq, 0, 0);
@@ -328,7 +331,7 @@ void test_srq_last_wqe(void)
 			S_BACKGROUND);
 
 	sr_note("modified to ERR");
-	rq = (struct ag_req){ .op = AG_QP_STATE, .a = { aq[0].h, IBV_QPS_ERR } };
+	rq = (struct ag_req){.op = AG_QP_STATE, .a = {aq[0].h, IBV_QPS_ERR}};
 	ag_call(&ag, &rq, NULL, NULL, NULL, 0, 0);
 	async_event(&ag, &rep);
 	CHECK_EQ(rep.a[0], 0);
@@ -337,8 +340,9 @@ void test_srq_last_wqe(void)
 
 	sr_note("responder of a remote access error");
 	{
-		struct ibv_sge sge = { (uintptr_t)b.p, 16, b.mr->lkey };
-		struct ibv_send_wr wr = rdma_wr(IBV_WR_RDMA_WRITE, 1, &sge, tgt.addr, tgt.rkey ^ 0xff);
+		struct ibv_sge sge = {(uintptr_t)b.p, 16, b.mr->lkey};
+		struct ibv_send_wr wr =
+		    rdma_wr(IBV_WR_RDMA_WRITE, 1, &sge, tgt.addr, tgt.rkey ^ 0xff);
 
 		post_expect_fatal(qp[1], cq, &wr, IBV_WC_REM_ACCESS_ERR);
 	}
@@ -351,7 +355,7 @@ void test_srq_last_wqe(void)
 	sr_note("requester of a failed work request");
 	{
 		struct ag_wr w = ag_wr_make(aq[2].h, IBV_WR_RDMA_WRITE, 2, 1);
-		struct piece pc = { 0, 0, 16 };
+		struct piece pc = {0, 0, 16};
 		struct ibv_wc wc;
 
 		w.raddr = (uintptr_t)b.p;

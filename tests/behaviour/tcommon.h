@@ -18,14 +18,14 @@
 
 /* 64 KiB messages over up to 32 SGEs with gaps always fit in one region. */
 #define REGION_LEN (80 * 1024)
-#define NREGION 4
-#define MAX_MSG (64 * 1024)
+#define NREGION	   4
+#define MAX_MSG	   (64 * 1024)
 
 /* Data streams: contents known to both sides. */
 #define S_BACKGROUND 1u
-#define S_ATOMIC 2u
-#define S_JUNK 3u
-#define S_MSG(i) (1000u + (uint64_t)(i))
+#define S_ATOMIC     2u
+#define S_JUNK	     3u
+#define S_MSG(i)     (1000u + (uint64_t)(i))
 
 struct lregions {
 	struct vbuf b[NREGION];
@@ -64,8 +64,8 @@ static inline void aregions_init(struct agent *ag, struct aregions *r, int acces
 }
 
 /* Reads the bytes an agent's receive scattered over its pieces. */
-static inline void agent_gather(struct agent *ag, const struct aregions *r,
-				const struct piece *pc, int n, char *out, size_t cap)
+static inline void agent_gather(struct agent *ag, const struct aregions *r, const struct piece *pc,
+				int n, char *out, size_t cap)
 {
 	size_t pos = 0;
 
@@ -93,17 +93,17 @@ static inline struct ag_wr ag_wr_make(int qp, enum ibv_wr_opcode op, uint64_t wr
 
 /* The checks every completion gets. */
 #define CHECK_WC(wc, st, op, id, qpn)                                                              \
-	do {                                                                                      \
-		CHECK_STATUS((wc).status, st);                                                    \
-		if ((st) == IBV_WC_SUCCESS)                                                       \
-			CHECK_EQ((wc).opcode, op);                                                \
-		CHECK_EQ((wc).wr_id, id);                                                         \
-		CHECK_EQ((wc).qp_num, qpn);                                                       \
+	do {                                                                                       \
+		CHECK_STATUS((wc).status, st);                                                     \
+		if ((st) == IBV_WC_SUCCESS)                                                        \
+			CHECK_EQ((wc).opcode, op);                                                 \
+		CHECK_EQ((wc).wr_id, id);                                                          \
+		CHECK_EQ((wc).qp_num, qpn);                                                        \
 	} while (0)
 
 /* A WRITE/READ/atomic work request over one local SGE. */
-static inline struct ibv_send_wr rdma_wr(enum ibv_wr_opcode op, uint64_t wr_id,
-					 struct ibv_sge *sge, uint64_t raddr, uint32_t rkey)
+static inline struct ibv_send_wr rdma_wr(enum ibv_wr_opcode op, uint64_t wr_id, struct ibv_sge *sge,
+					 uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_send_wr wr;
 
@@ -138,8 +138,8 @@ static inline void post_expect(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_
 
 /* Posts wr, expects it to fail with status st; then the QP must be in the
  * error state and a later work request must complete with WR_FLUSH_ERR. */
-static inline void post_expect_fatal(struct ibv_qp *qp, struct ibv_cq *cq,
-				     struct ibv_send_wr *wr, enum ibv_wc_status st)
+static inline void post_expect_fatal(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_send_wr *wr,
+				     enum ibv_wc_status st)
 {
 	struct ibv_send_wr next = *wr;
 

@@ -9,13 +9,13 @@
 #include "vutil.h"
 
 const struct conn CONN_DEFAULT = {
-	.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-		  IBV_ACCESS_REMOTE_ATOMIC,
-	.timeout = 14,
-	.retry_cnt = 7,
-	.rnr_retry = 7,
-	.min_rnr_timer = 1,
-	.qkey = 0x11111111,
+    .access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+	      IBV_ACCESS_REMOTE_ATOMIC,
+    .timeout = 14,
+    .retry_cnt = 7,
+    .rnr_retry = 7,
+    .min_rnr_timer = 1,
+    .qkey = 0x11111111,
 };
 
 void vdev_open(struct vdev *d)
@@ -120,8 +120,8 @@ struct ibv_qp *vqp_create(struct vdev *d, const struct qp_spec *s)
 	return qp;
 }
 
-void vqp_connect(struct vdev *d, struct ibv_qp *qp, uint32_t lpsn, uint32_t rqpn,
-		 uint32_t rpsn, const union ibv_gid *rgid, const struct conn *c)
+void vqp_connect(struct vdev *d, struct ibv_qp *qp, uint32_t lpsn, uint32_t rqpn, uint32_t rpsn,
+		 const union ibv_gid *rgid, const struct conn *c)
 {
 	struct ibv_qp_attr a;
 	int mask;
@@ -170,8 +170,8 @@ void vqp_connect(struct vdev *d, struct ibv_qp *qp, uint32_t lpsn, uint32_t rqpn
 		a.retry_cnt = c->retry_cnt;
 		a.rnr_retry = c->rnr_retry;
 		a.max_rd_atomic = 16;
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			IBV_QP_MAX_QP_RD_ATOMIC;
+		mask |=
+		    IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
 	}
 	REQUIRE_OK(ibv_modify_qp(qp, &a, mask));
 }
@@ -244,8 +244,8 @@ int vpoll_none(struct ibv_cq *cq, int ms)
 			for (int i = 0; i < r; i++)
 				sr__fail(__FILE__, __LINE__,
 					 "unexpected completion: wr_id %llu status %s opcode %d",
-					 (unsigned long long)wc[i].wr_id, ibv_wc_status_str(wc[i].status),
-					 wc[i].opcode);
+					 (unsigned long long)wc[i].wr_id,
+					 ibv_wc_status_str(wc[i].status), wc[i].opcode);
 		}
 		sr_sleep_ms(1);
 	}
@@ -279,7 +279,7 @@ int ud_send_loop(struct vdev *d, struct ibv_qp *qp, struct ibv_cq *cq, struct ib
 	vbuf_reg(d, &buf, 256, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
 	for (int k = 0; k < count; k++) {
 		uint64_t hdr = tag << 32 | (uint64_t)k;
-		struct ibv_sge sge = { (uintptr_t)buf.p, UD_LEN(k), buf.mr->lkey };
+		struct ibv_sge sge = {(uintptr_t)buf.p, UD_LEN(k), buf.mr->lkey};
 		struct ibv_send_wr wr, *bad;
 		struct ibv_wc wc;
 
@@ -311,8 +311,8 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int layout_make(struct rng *r, const size_t *region_len, int nregion, uint64_t total,
-		int max_sge, struct piece *out)
+int layout_make(struct rng *r, const size_t *region_len, int nregion, uint64_t total, int max_sge,
+		struct piece *out)
 {
 	uint64_t cuts[LAYOUT_MAX + 1], cursor[16];
 	int n, k = 0;
@@ -376,8 +376,7 @@ void layout_fill(const struct piece *pc, int n, struct vbuf *const *bufs, uint64
 	}
 }
 
-void layout_gather(const struct piece *pc, int n, struct vbuf *const *bufs, void *out,
-		   size_t cap)
+void layout_gather(const struct piece *pc, int n, struct vbuf *const *bufs, void *out, size_t cap)
 {
 	size_t pos = 0;
 

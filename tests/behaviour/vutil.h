@@ -17,8 +17,8 @@
 #include "harness.h"
 
 #define GUARD_BYTE 0xa5
-#define MCAST_QPN 0xffffffu
-#define GRH_LEN 40
+#define MCAST_QPN  0xffffffu
+#define GRH_LEN	   40
 
 struct vdev {
 	struct ibv_context *ctx;
@@ -27,7 +27,7 @@ struct vdev {
 	struct ibv_device_attr attr;
 	struct ibv_port_attr port;
 	union ibv_gid gid; /* GID index 0: the source GID of our AHs */
-	uint32_t mtu;      /* active MTU in bytes */
+	uint32_t mtu;	   /* active MTU in bytes */
 };
 
 void vdev_open(struct vdev *d);
@@ -62,16 +62,16 @@ struct qp_spec {
 
 /* Connection attributes (the responder-side ones apply where we are one). */
 struct conn {
-	uint32_t access;    /* qp_access_flags */
+	uint32_t access; /* qp_access_flags */
 	uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer;
-	uint32_t qkey;      /* UD */
+	uint32_t qkey; /* UD */
 };
 extern const struct conn CONN_DEFAULT;
 
 struct ibv_qp *vqp_create(struct vdev *d, const struct qp_spec *s);
 /* RESET -> INIT -> RTR -> RTS.  For UD the remote fields are ignored. */
-void vqp_connect(struct vdev *d, struct ibv_qp *qp, uint32_t lpsn, uint32_t rqpn,
-		 uint32_t rpsn, const union ibv_gid *rgid, const struct conn *c);
+void vqp_connect(struct vdev *d, struct ibv_qp *qp, uint32_t lpsn, uint32_t rqpn, uint32_t rpsn,
+		 const union ibv_gid *rgid, const struct conn *c);
 int vqp_state(struct ibv_qp *qp);
 int vqp_set_state(struct ibv_qp *qp, enum ibv_qp_state s);
 
@@ -87,8 +87,8 @@ struct ibv_ah *vah_create(struct vdev *d, const union ibv_gid *dgid);
 /* Sends `count` datagrams: datagram k holds 8 bytes (tag << 32 | k), then
  * data stream UD_STREAM(tag, k), UD_LEN(k) bytes in all.  Returns the number
  * of sends that failed. */
-#define UD_STREAM(tag, k) (1000u + (uint64_t)(tag) * 100000u + (uint64_t)(k))
-#define UD_LEN(k) (8u + (uint32_t)((k) % 200))
+#define UD_STREAM(tag, k) (1000u + (uint64_t)(tag)*100000u + (uint64_t)(k))
+#define UD_LEN(k)	  (8u + (uint32_t)((k) % 200))
 int ud_send_loop(struct vdev *d, struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_ah *ah,
 		 uint32_t qpn, uint32_t qkey, uint64_t tag, int count);
 
@@ -97,23 +97,22 @@ int ud_send_loop(struct vdev *d, struct ibv_qp *qp, struct ibv_cq *cq, struct ib
 #define LAYOUT_MAX 32
 
 struct piece {
-	int mr;        /* index into the caller's region list */
-	uint64_t off;  /* offset in that region */
+	int mr;	      /* index into the caller's region list */
+	uint64_t off; /* offset in that region */
 	uint32_t len;
 };
 
 /* Splits `total` bytes into 1..max_sge pieces (0 or 1 empty piece for total
  * 0) at random non-overlapping offsets over the regions (lengths in
  * region_len[]); returns the number of pieces. */
-int layout_make(struct rng *r, const size_t *region_len, int nregion, uint64_t total,
-		int max_sge, struct piece *out);
+int layout_make(struct rng *r, const size_t *region_len, int nregion, uint64_t total, int max_sge,
+		struct piece *out);
 /* Local SGEs for pieces over local buffers. */
 void layout_sges(const struct piece *pc, int n, struct vbuf *const *bufs, struct ibv_sge *sge);
 /* Fills the gather list with data stream `stream` (position 0 at piece 0). */
 void layout_fill(const struct piece *pc, int n, struct vbuf *const *bufs, uint64_t stream,
 		 uint64_t pos);
 /* Copies the scattered bytes out into one buffer. */
-void layout_gather(const struct piece *pc, int n, struct vbuf *const *bufs, void *out,
-		   size_t cap);
+void layout_gather(const struct piece *pc, int n, struct vbuf *const *bufs, void *out, size_t cap);
 
 #endif

@@ -14,21 +14,22 @@
 
 #include <infiniband/verbs.h>
 
-#define DIE(...)                                                                                \
-	do {                                                                                    \
-		fprintf(stderr, __VA_ARGS__);                                                   \
-		fprintf(stderr, "\n");                                                          \
-		exit(1);                                                                        \
+#define DIE(...)                                                                                   \
+	do {                                                                                       \
+		fprintf(stderr, __VA_ARGS__);                                                      \
+		fprintf(stderr, "\n");                                                             \
+		exit(1);                                                                           \
 	} while (0)
 
 static void to_rts(struct ibv_qp *qp, uint32_t dest)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						    IBV_ACCESS_REMOTE_READ };
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+				.port_num = 1,
+				.qp_access_flags =
+				    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
 
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					  IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		DIE("INIT");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
@@ -37,9 +38,9 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest)
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 1;
 	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					  IBV_QP_MIN_RNR_TIMER))
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		DIE("RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -47,9 +48,9 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest)
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-					  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					  IBV_QP_MAX_QP_RD_ATOMIC))
+	if (ibv_modify_qp(qp, &a,
+			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
 		DIE("RTS");
 }
 
@@ -90,9 +91,11 @@ int main(int argc, char **argv)
 		DIE("setup");
 	mr = ibv_reg_mr(pd, buf, 1 << 16,
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				       .cap = { .max_send_wr = 64, .max_recv_wr = 64,
-						.max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_init_attr ia = {
+	    .send_cq = cq,
+	    .recv_cq = cq,
+	    .qp_type = IBV_QPT_RC,
+	    .cap = {.max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 1, .max_recv_sge = 1}};
 	a = ibv_create_qp(pd, &ia);
 	b = ibv_create_qp(pd, &ia);
 	if (!mr || !a || !b)
@@ -101,12 +104,15 @@ int main(int argc, char **argv)
 	to_rts(b, a->qp_num);
 
 	for (int i = 0; i < iters; i++) {
-		struct ibv_sge s = { (uintptr_t)buf, 4096, mr->lkey };
-		struct ibv_sge r = { (uintptr_t)buf + 32768, 4096, mr->lkey };
-		struct ibv_recv_wr rwr = { .wr_id = 3, .sg_list = &r, .num_sge = 1 }, *brw;
-		struct ibv_send_wr w = { .wr_id = 1, .sg_list = &s, .num_sge = 1,
-					 .opcode = IBV_WR_RDMA_WRITE,
-					 .send_flags = IBV_SEND_SIGNALED }, *bad;
+		struct ibv_sge s = {(uintptr_t)buf, 4096, mr->lkey};
+		struct ibv_sge r = {(uintptr_t)buf + 32768, 4096, mr->lkey};
+		struct ibv_recv_wr rwr = {.wr_id = 3, .sg_list = &r, .num_sge = 1}, *brw;
+		struct ibv_send_wr w = {.wr_id = 1,
+					.sg_list = &s,
+					.num_sge = 1,
+					.opcode = IBV_WR_RDMA_WRITE,
+					.send_flags = IBV_SEND_SIGNALED},
+				   *bad;
 
 		w.wr.rdma.remote_addr = (uintptr_t)buf + 16384;
 		w.wr.rdma.rkey = mr->rkey;

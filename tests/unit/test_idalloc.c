@@ -119,13 +119,13 @@ static void test_rotation(void)
 		prev = got;
 	}
 	CHECK(distinct);
-	CHECK_EQ(sr_idalloc_get(&a), 2);	/* wrapped */
+	CHECK_EQ(sr_idalloc_get(&a), 2); /* wrapped */
 	sr_idalloc_fini(&a);
 }
 
 static void test_word_boundaries(void)
 {
-	static const uint32_t holes[] = { 0, 63, 64, 127, 128, 129 };
+	static const uint32_t holes[] = {0, 63, 64, 127, 128, 129};
 	struct sr_idalloc a;
 	uint32_t i;
 
@@ -212,7 +212,7 @@ static void test_random_ops(void)
 		s ^= s << 13;
 		s ^= s >> 7;
 		s ^= s << 17;
-		if ((s & 3) != 0) {	/* bias toward get so the space fills */
+		if ((s & 3) != 0) { /* bias toward get so the space fills */
 			got = sr_idalloc_get(&a);
 			if (count == limit - base) {
 				bad_get += got != -ENOSPC;
@@ -249,10 +249,10 @@ static void test_random_ops(void)
 
 static void test_keys(void)
 {
-	static const uint32_t idx[] = { 0, 1, 2, 3, 255, 256, 12345, 0x20000,
-					SR_KEY_INDEX_MAX - 1, SR_KEY_INDEX_MAX };
-	static const uint32_t rnd[] = { 0, 1, 0xFF, 0x100, 0x3F00, 0xFFFFFFFF,
-					0x12345678, 0x80000000 };
+	static const uint32_t idx[] = {
+	    0, 1, 2, 3, 255, 256, 12345, 0x20000, SR_KEY_INDEX_MAX - 1, SR_KEY_INDEX_MAX};
+	static const uint32_t rnd[] = {0,      1,	   0xFF,       0x100,
+				       0x3F00, 0xFFFFFFFF, 0x12345678, 0x80000000};
 	unsigned long bad = 0;
 	unsigned int i, j, k;
 	uint32_t key, k2;
@@ -266,7 +266,7 @@ static void test_keys(void)
 			CHECK_EQ(sr_key_index(key), idx[i]);
 			CHECK(key != 0);
 			CHECK((key >> 8) != 0);
-			CHECK_EQ(key & 0xFF, rnd[j] & 0xFF);	/* key byte from rnd */
+			CHECK_EQ(key & 0xFF, rnd[j] & 0xFF); /* key byte from rnd */
 			/* ibv_inc_rkey keeps the index and never yields 0. */
 			k2 = key;
 			for (k = 0; k < 256; k++) {
@@ -289,8 +289,8 @@ static void test_keys(void)
 
 static void test_qpns(void)
 {
-	static const uint32_t idx[] = { 0, 1, 2, 3, 1000, 0x10000,
-					SR_QPN_INDEX_MAX - 1, SR_QPN_INDEX_MAX };
+	static const uint32_t idx[] = {
+	    0, 1, 2, 3, 1000, 0x10000, SR_QPN_INDEX_MAX - 1, SR_QPN_INDEX_MAX};
 	unsigned long bad = 0;
 	unsigned int i;
 	uint32_t r, q;
@@ -322,7 +322,7 @@ static void test_random(void)
 {
 	enum { N = 2000 };
 	static uint32_t v[N];
-	bool qtag[128] = { false }, ktag[64] = { false };
+	bool qtag[128] = {false}, ktag[64] = {false};
 	unsigned int i, j, dup = 0, nq = 0, nk = 0, ones = 0;
 
 	CHECK_CTX("random");

@@ -15,37 +15,42 @@
 #include "core/qp_state.h"
 #include "check.h"
 
-#define NSTATES (IBV_QPS_ERR + 1)
-#define LAST_MASK_BIT 31	/* probe every bit of the int mask */
+#define NSTATES	      (IBV_QPS_ERR + 1)
+#define LAST_MASK_BIT 31 /* probe every bit of the int mask */
 
 static const struct sr_qp_limits test_lim = {
-	.port_count = 2,
-	.pkey_table_len = 64,
-	.max_mtu = IBV_MTU_4096,
-	.max_rd_atom = 16,
-	.max_dest_rd_atom = 8,
-	.max_send_wr = 1024,
-	.max_recv_wr = 1024,
-	.max_send_sge = 4,
-	.max_recv_sge = 4,
-	.max_inline_data = 256,
+    .port_count = 2,
+    .pkey_table_len = 64,
+    .max_mtu = IBV_MTU_4096,
+    .max_rd_atom = 16,
+    .max_dest_rd_atom = 8,
+    .max_send_wr = 1024,
+    .max_recv_wr = 1024,
+    .max_send_sge = 4,
+    .max_recv_sge = 4,
+    .max_inline_data = 256,
 };
 
 static const char *type_name(enum ibv_qp_type t)
 {
 	switch (t) {
-	case IBV_QPT_RC: return "RC";
-	case IBV_QPT_UC: return "UC";
-	case IBV_QPT_UD: return "UD";
-	case IBV_QPT_XRC_SEND: return "XRC_SEND";
-	case IBV_QPT_XRC_RECV: return "XRC_RECV";
-	default: return "?";
+	case IBV_QPT_RC:
+		return "RC";
+	case IBV_QPT_UC:
+		return "UC";
+	case IBV_QPT_UD:
+		return "UD";
+	case IBV_QPT_XRC_SEND:
+		return "XRC_SEND";
+	case IBV_QPT_XRC_RECV:
+		return "XRC_RECV";
+	default:
+		return "?";
 	}
 }
 
 /* An attribute block in which every field holds an acceptable value. */
-static void good_attr(struct ibv_qp_attr *a, enum ibv_qp_state cur,
-		      enum ibv_qp_state to)
+static void good_attr(struct ibv_qp_attr *a, enum ibv_qp_state cur, enum ibv_qp_state to)
 {
 	memset(a, 0, sizeof(*a));
 	a->qp_state = to;
@@ -83,8 +88,7 @@ static void good_attr(struct ibv_qp_attr *a, enum ibv_qp_state cur,
  * (as encoded by Linux ib_modify_qp_is_ok); "any → RESET/ERR" is legal.
  * Returns false for an illegal transition.
  */
-static bool expect(enum ibv_qp_type t, int from, int to, uint32_t *req,
-		   uint32_t *opt)
+static bool expect(enum ibv_qp_type t, int from, int to, uint32_t *req, uint32_t *opt)
 {
 	bool rc = t == IBV_QPT_RC, uc = t == IBV_QPT_UC, ud = t == IBV_QPT_UD;
 	bool xs = t == IBV_QPT_XRC_SEND, xr = t == IBV_QPT_XRC_RECV;
@@ -95,13 +99,11 @@ static bool expect(enum ibv_qp_type t, int from, int to, uint32_t *req,
 		return true;
 
 	if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
-		*req = IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-		       (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+		*req = IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
 		return true;
 	}
 	if (from == IBV_QPS_INIT && to == IBV_QPS_INIT) {
-		*opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-		       (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+		*opt = IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
 		return true;
 	}
 	if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) {
@@ -109,20 +111,18 @@ static bool expect(enum ibv_qp_type t, int from, int to, uint32_t *req,
 			*opt = IBV_QP_PKEY_INDEX | IBV_QP_QKEY;
 			return true;
 		}
-		*req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-		       IBV_QP_RQ_PSN;
+		*req = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 		if (rc || xr)
 			*req |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 		*opt = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
 		return true;
 	}
-	if ((from == IBV_QPS_RTR || from == IBV_QPS_RTS ||
-	     from == IBV_QPS_SQD) && to == IBV_QPS_RTS) {
+	if ((from == IBV_QPS_RTR || from == IBV_QPS_RTS || from == IBV_QPS_SQD) &&
+	    to == IBV_QPS_RTS) {
 		if (from == IBV_QPS_RTR) {
 			if (rc || xs)
-				*req = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				       IBV_QP_MAX_QP_RD_ATOMIC;
+				*req = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
 			else if (xr)
 				*req = IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
 			else
@@ -131,9 +131,8 @@ static bool expect(enum ibv_qp_type t, int from, int to, uint32_t *req,
 		if (ud)
 			*opt = IBV_QP_CUR_STATE | IBV_QP_QKEY;
 		else
-			*opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH |
-			       IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE |
-			       ((rc || xr) ? IBV_QP_MIN_RNR_TIMER : 0);
+			*opt = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+			       IBV_QP_PATH_MIG_STATE | ((rc || xr) ? IBV_QP_MIN_RNR_TIMER : 0);
 		return true;
 	}
 	if (from == IBV_QPS_RTS && to == IBV_QPS_SQD) {
@@ -147,15 +146,13 @@ static bool expect(enum ibv_qp_type t, int from, int to, uint32_t *req,
 			*opt = IBV_QP_AV | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
 			       IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE;
 		else {
-			*opt = IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT |
-			       IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
-			       IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE;
-			if (rc || xs)	/* initiator side */
-				*opt |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					IBV_QP_MAX_QP_RD_ATOMIC;
-			if (rc || xr)	/* responder side */
-				*opt |= IBV_QP_MAX_DEST_RD_ATOMIC |
-					IBV_QP_MIN_RNR_TIMER;
+			*opt = IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_ALT_PATH |
+			       IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE;
+			if (rc || xs) /* initiator side */
+				*opt |=
+				    IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+			if (rc || xr) /* responder side */
+				*opt |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 		}
 		return true;
 	}
@@ -175,14 +172,12 @@ static uint32_t ignored_bits(enum ibv_qp_type t)
 	if (t == IBV_QPT_XRC_SEND)
 		return IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 	if (t == IBV_QPT_XRC_RECV)
-		return IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
-		       IBV_QP_RNR_RETRY;
+		return IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
 	return 0;
 }
 
-static int run(enum ibv_qp_type t, enum ibv_qp_state cur,
-	       const struct ibv_qp_attr *a, uint32_t mask,
-	       enum ibv_qp_state *next)
+static int run(enum ibv_qp_type t, enum ibv_qp_state cur, const struct ibv_qp_attr *a,
+	       uint32_t mask, enum ibv_qp_state *next)
 {
 	*next = IBV_QPS_UNKNOWN;
 	return sr_qp_modify_check(t, cur, a, (int)mask, &test_lim, next);
@@ -198,8 +193,8 @@ static void matrix_cell(enum ibv_qp_type t, int from, int to, bool with_state)
 	bool legal = expect(t, from, to, &req, &opt);
 	int bit;
 
-	CHECK_CTX("%s %s->%s%s", type_name(t), sr_qp_state_name(from),
-		  sr_qp_state_name(to), with_state ? "" : " (no STATE bit)");
+	CHECK_CTX("%s %s->%s%s", type_name(t), sr_qp_state_name(from), sr_qp_state_name(to),
+		  with_state ? "" : " (no STATE bit)");
 	good_attr(&a, from, to);
 	base = st | req;
 
@@ -207,8 +202,7 @@ static void matrix_cell(enum ibv_qp_type t, int from, int to, bool with_state)
 		CHECK_EQ(run(t, from, &a, base, &next), -EINVAL);
 		CHECK_EQ(next, IBV_QPS_UNKNOWN);
 		for (bit = 0; bit <= LAST_MASK_BIT; bit++)
-			CHECK_EQ(run(t, from, &a, base | (1u << bit), &next),
-				 -EINVAL);
+			CHECK_EQ(run(t, from, &a, base | (1u << bit), &next), -EINVAL);
 		return;
 	}
 
@@ -221,9 +215,8 @@ static void matrix_cell(enum ibv_qp_type t, int from, int to, bool with_state)
 
 		if (!(req & b))
 			continue;
-		CHECK_CTX("%s %s->%s%s minus bit %d", type_name(t),
-			  sr_qp_state_name(from), sr_qp_state_name(to),
-			  with_state ? "" : " (no STATE bit)", bit);
+		CHECK_CTX("%s %s->%s%s minus bit %d", type_name(t), sr_qp_state_name(from),
+			  sr_qp_state_name(to), with_state ? "" : " (no STATE bit)", bit);
 		CHECK_EQ(run(t, from, &a, base & ~b, &next), -EINVAL);
 	}
 	/* Each optional bit is accepted, and all of them together. */
@@ -232,15 +225,13 @@ static void matrix_cell(enum ibv_qp_type t, int from, int to, bool with_state)
 
 		if (!(opt & b))
 			continue;
-		CHECK_CTX("%s %s->%s%s plus optional bit %d", type_name(t),
-			  sr_qp_state_name(from), sr_qp_state_name(to),
-			  with_state ? "" : " (no STATE bit)", bit);
+		CHECK_CTX("%s %s->%s%s plus optional bit %d", type_name(t), sr_qp_state_name(from),
+			  sr_qp_state_name(to), with_state ? "" : " (no STATE bit)", bit);
 		CHECK_EQ(run(t, from, &a, base | b, &next), 0);
 		CHECK_EQ(next, to);
 	}
-	CHECK_CTX("%s %s->%s%s all optional", type_name(t),
-		  sr_qp_state_name(from), sr_qp_state_name(to),
-		  with_state ? "" : " (no STATE bit)");
+	CHECK_CTX("%s %s->%s%s all optional", type_name(t), sr_qp_state_name(from),
+		  sr_qp_state_name(to), with_state ? "" : " (no STATE bit)");
 	CHECK_EQ(run(t, from, &a, base | opt, &next), 0);
 	/* Any other bit is refused, except the XRC bits that are ignored. */
 	for (bit = 0; bit <= LAST_MASK_BIT; bit++) {
@@ -248,19 +239,16 @@ static void matrix_cell(enum ibv_qp_type t, int from, int to, bool with_state)
 
 		if ((req | opt | IBV_QP_STATE) & b)
 			continue;
-		CHECK_CTX("%s %s->%s%s plus foreign bit %d", type_name(t),
-			  sr_qp_state_name(from), sr_qp_state_name(to),
-			  with_state ? "" : " (no STATE bit)", bit);
-		CHECK_EQ(run(t, from, &a, base | b, &next),
-			 (ign & b) ? 0 : -EINVAL);
+		CHECK_CTX("%s %s->%s%s plus foreign bit %d", type_name(t), sr_qp_state_name(from),
+			  sr_qp_state_name(to), with_state ? "" : " (no STATE bit)", bit);
+		CHECK_EQ(run(t, from, &a, base | b, &next), (ign & b) ? 0 : -EINVAL);
 	}
 }
 
 static void test_matrix(void)
 {
 	static const enum ibv_qp_type types[] = {
-		IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD,
-		IBV_QPT_XRC_SEND, IBV_QPT_XRC_RECV,
+	    IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD, IBV_QPT_XRC_SEND, IBV_QPT_XRC_RECV,
 	};
 	unsigned int i;
 	int from, to;
@@ -305,54 +293,123 @@ static int probe(enum ibv_qp_type t, int from, int to, uint32_t extra,
 	return run(t, from, &a, IBV_QP_STATE | req | extra, &next);
 }
 
-static void set_port(struct ibv_qp_attr *a, long v) { a->port_num = (uint8_t)v; }
-static void set_pkey(struct ibv_qp_attr *a, long v) { a->pkey_index = (uint16_t)v; }
-static void set_access(struct ibv_qp_attr *a, long v) { a->qp_access_flags = (unsigned int)v; }
-static void set_qkey(struct ibv_qp_attr *a, long v) { a->qkey = (uint32_t)v; }
-static void set_ah_port(struct ibv_qp_attr *a, long v) { a->ah_attr.port_num = (uint8_t)v; }
-static void set_mtu(struct ibv_qp_attr *a, long v) { a->path_mtu = (enum ibv_mtu)v; }
-static void set_dqpn(struct ibv_qp_attr *a, long v) { a->dest_qp_num = (uint32_t)v; }
-static void set_rq_psn(struct ibv_qp_attr *a, long v) { a->rq_psn = (uint32_t)v; }
-static void set_sq_psn(struct ibv_qp_attr *a, long v) { a->sq_psn = (uint32_t)v; }
-static void set_drdat(struct ibv_qp_attr *a, long v) { a->max_dest_rd_atomic = (uint8_t)v; }
-static void set_rdat(struct ibv_qp_attr *a, long v) { a->max_rd_atomic = (uint8_t)v; }
-static void set_rnrt(struct ibv_qp_attr *a, long v) { a->min_rnr_timer = (uint8_t)v; }
-static void set_timeout(struct ibv_qp_attr *a, long v) { a->timeout = (uint8_t)v; }
-static void set_retry(struct ibv_qp_attr *a, long v) { a->retry_cnt = (uint8_t)v; }
-static void set_rnr_retry(struct ibv_qp_attr *a, long v) { a->rnr_retry = (uint8_t)v; }
-static void set_mig(struct ibv_qp_attr *a, long v) { a->path_mig_state = (enum ibv_mig_state)v; }
-static void set_alt_port(struct ibv_qp_attr *a, long v) { a->alt_port_num = (uint8_t)v; }
-static void set_alt_ah_port(struct ibv_qp_attr *a, long v) { a->alt_ah_attr.port_num = (uint8_t)v; }
+static void set_port(struct ibv_qp_attr *a, long v)
+{
+	a->port_num = (uint8_t)v;
+}
+static void set_pkey(struct ibv_qp_attr *a, long v)
+{
+	a->pkey_index = (uint16_t)v;
+}
+static void set_access(struct ibv_qp_attr *a, long v)
+{
+	a->qp_access_flags = (unsigned int)v;
+}
+static void set_qkey(struct ibv_qp_attr *a, long v)
+{
+	a->qkey = (uint32_t)v;
+}
+static void set_ah_port(struct ibv_qp_attr *a, long v)
+{
+	a->ah_attr.port_num = (uint8_t)v;
+}
+static void set_mtu(struct ibv_qp_attr *a, long v)
+{
+	a->path_mtu = (enum ibv_mtu)v;
+}
+static void set_dqpn(struct ibv_qp_attr *a, long v)
+{
+	a->dest_qp_num = (uint32_t)v;
+}
+static void set_rq_psn(struct ibv_qp_attr *a, long v)
+{
+	a->rq_psn = (uint32_t)v;
+}
+static void set_sq_psn(struct ibv_qp_attr *a, long v)
+{
+	a->sq_psn = (uint32_t)v;
+}
+static void set_drdat(struct ibv_qp_attr *a, long v)
+{
+	a->max_dest_rd_atomic = (uint8_t)v;
+}
+static void set_rdat(struct ibv_qp_attr *a, long v)
+{
+	a->max_rd_atomic = (uint8_t)v;
+}
+static void set_rnrt(struct ibv_qp_attr *a, long v)
+{
+	a->min_rnr_timer = (uint8_t)v;
+}
+static void set_timeout(struct ibv_qp_attr *a, long v)
+{
+	a->timeout = (uint8_t)v;
+}
+static void set_retry(struct ibv_qp_attr *a, long v)
+{
+	a->retry_cnt = (uint8_t)v;
+}
+static void set_rnr_retry(struct ibv_qp_attr *a, long v)
+{
+	a->rnr_retry = (uint8_t)v;
+}
+static void set_mig(struct ibv_qp_attr *a, long v)
+{
+	a->path_mig_state = (enum ibv_mig_state)v;
+}
+static void set_alt_port(struct ibv_qp_attr *a, long v)
+{
+	a->alt_port_num = (uint8_t)v;
+}
+static void set_alt_ah_port(struct ibv_qp_attr *a, long v)
+{
+	a->alt_ah_attr.port_num = (uint8_t)v;
+}
 static void set_alt_ports(struct ibv_qp_attr *a, long v)
 {
 	a->alt_port_num = (uint8_t)v;
 	a->alt_ah_attr.port_num = (uint8_t)v;
 }
-static void set_alt_pkey(struct ibv_qp_attr *a, long v) { a->alt_pkey_index = (uint16_t)v; }
-static void set_alt_timeout(struct ibv_qp_attr *a, long v) { a->alt_timeout = (uint8_t)v; }
-static void set_sqd_notify(struct ibv_qp_attr *a, long v) { a->en_sqd_async_notify = (uint8_t)v; }
+static void set_alt_pkey(struct ibv_qp_attr *a, long v)
+{
+	a->alt_pkey_index = (uint16_t)v;
+}
+static void set_alt_timeout(struct ibv_qp_attr *a, long v)
+{
+	a->alt_timeout = (uint8_t)v;
+}
+static void set_sqd_notify(struct ibv_qp_attr *a, long v)
+{
+	a->en_sqd_async_notify = (uint8_t)v;
+}
 static void set_both_ports(struct ibv_qp_attr *a, long v)
 {
 	a->port_num = (uint8_t)v;
 	a->ah_attr.port_num = (uint8_t)v;
 }
-static void set_cur(struct ibv_qp_attr *a, long v) { a->cur_qp_state = (enum ibv_qp_state)v; }
-static void set_state(struct ibv_qp_attr *a, long v) { a->qp_state = (enum ibv_qp_state)v; }
+static void set_cur(struct ibv_qp_attr *a, long v)
+{
+	a->cur_qp_state = (enum ibv_qp_state)v;
+}
+static void set_state(struct ibv_qp_attr *a, long v)
+{
+	a->qp_state = (enum ibv_qp_state)v;
+}
 
-#define RC IBV_QPT_RC
-#define UC IBV_QPT_UC
-#define UD IBV_QPT_UD
+#define RC	IBV_QPT_RC
+#define UC	IBV_QPT_UC
+#define UD	IBV_QPT_UD
 #define S_RESET IBV_QPS_RESET
-#define S_INIT IBV_QPS_INIT
-#define S_RTR IBV_QPS_RTR
-#define S_RTS IBV_QPS_RTS
-#define S_SQD IBV_QPS_SQD
-#define S_SQE IBV_QPS_SQE
-#define S_ERR IBV_QPS_ERR
+#define S_INIT	IBV_QPS_INIT
+#define S_RTR	IBV_QPS_RTR
+#define S_RTS	IBV_QPS_RTS
+#define S_SQD	IBV_QPS_SQD
+#define S_SQE	IBV_QPS_SQE
+#define S_ERR	IBV_QPS_ERR
 
 static void test_values(void)
 {
-	static const enum ibv_qp_type conn[] = { RC, UC };
+	static const enum ibv_qp_type conn[] = {RC, UC};
 	unsigned int i;
 
 	CHECK_CTX("value checks");
@@ -377,18 +434,20 @@ static void test_values(void)
 		CHECK_EQ(probe(conn[i], S_RESET, S_INIT, 0, set_access, 0), 0);
 		CHECK_EQ(probe(conn[i], S_RESET, S_INIT, 0, set_access,
 			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-			       IBV_ACCESS_MW_BIND), 0);
-		CHECK_EQ(probe(conn[i], S_RESET, S_INIT, 0, set_access,
-			       IBV_ACCESS_ZERO_BASED), -EINVAL);
-		CHECK_EQ(probe(conn[i], S_RESET, S_INIT, 0, set_access,
-			       IBV_ACCESS_ON_DEMAND), -EINVAL);
-		CHECK_EQ(probe(conn[i], S_RESET, S_INIT, 0, set_access,
-			       IBV_ACCESS_HUGETLB), -EINVAL);
-		CHECK_EQ(probe(conn[i], S_RESET, S_INIT, 0, set_access,
-			       IBV_ACCESS_RELAXED_ORDERING), -EINVAL);
-		CHECK_EQ(probe(conn[i], S_RTS, S_RTS, IBV_QP_ACCESS_FLAGS,
-			       set_access, 1L << 30), -EINVAL);
+				   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+				   IBV_ACCESS_MW_BIND),
+			 0);
+		CHECK_EQ(probe(conn[i], S_RESET, S_INIT, 0, set_access, IBV_ACCESS_ZERO_BASED),
+			 -EINVAL);
+		CHECK_EQ(probe(conn[i], S_RESET, S_INIT, 0, set_access, IBV_ACCESS_ON_DEMAND),
+			 -EINVAL);
+		CHECK_EQ(probe(conn[i], S_RESET, S_INIT, 0, set_access, IBV_ACCESS_HUGETLB),
+			 -EINVAL);
+		CHECK_EQ(
+		    probe(conn[i], S_RESET, S_INIT, 0, set_access, IBV_ACCESS_RELAXED_ORDERING),
+		    -EINVAL);
+		CHECK_EQ(probe(conn[i], S_RTS, S_RTS, IBV_QP_ACCESS_FLAGS, set_access, 1L << 30),
+			 -EINVAL);
 	}
 
 	/* Q_Key: any 32-bit value. */
@@ -423,11 +482,10 @@ static void test_values(void)
 		expect(RC, S_INIT, S_RTR, &req, &opt);
 		good_attr(&a, S_INIT, S_RTR);
 		a.path_mtu = IBV_MTU_1024;
-		CHECK_EQ(sr_qp_modify_check(RC, S_INIT, &a, IBV_QP_STATE | req,
-					    &small, &next), 0);
+		CHECK_EQ(sr_qp_modify_check(RC, S_INIT, &a, IBV_QP_STATE | req, &small, &next), 0);
 		a.path_mtu = IBV_MTU_2048;
-		CHECK_EQ(sr_qp_modify_check(RC, S_INIT, &a, IBV_QP_STATE | req,
-					    &small, &next), -EINVAL);
+		CHECK_EQ(sr_qp_modify_check(RC, S_INIT, &a, IBV_QP_STATE | req, &small, &next),
+			 -EINVAL);
 	}
 
 	/* dest_qp_num is 24 bits. */
@@ -473,7 +531,8 @@ static void test_values(void)
 	CHECK_EQ(probe(RC, S_RTS, S_RTS, IBV_QP_PATH_MIG_STATE, set_mig, IBV_MIG_MIGRATED), 0);
 	CHECK_EQ(probe(RC, S_RTS, S_RTS, IBV_QP_PATH_MIG_STATE, set_mig, IBV_MIG_REARM), 0);
 	CHECK_EQ(probe(RC, S_RTS, S_RTS, IBV_QP_PATH_MIG_STATE, set_mig, IBV_MIG_ARMED), 0);
-	CHECK_EQ(probe(RC, S_RTS, S_RTS, IBV_QP_PATH_MIG_STATE, set_mig, IBV_MIG_ARMED + 1), -EINVAL);
+	CHECK_EQ(probe(RC, S_RTS, S_RTS, IBV_QP_PATH_MIG_STATE, set_mig, IBV_MIG_ARMED + 1),
+		 -EINVAL);
 	CHECK_EQ(probe(UC, S_RTS, S_RTS, IBV_QP_PATH_MIG_STATE, set_mig, -1), -EINVAL);
 
 	/* Alternate path (accepted, not implemented). */
@@ -483,11 +542,13 @@ static void test_values(void)
 		CHECK_EQ(probe(conn[i], S_RTS, S_RTS, IBV_QP_ALT_PATH, set_alt_ports, 0), -EINVAL);
 		CHECK_EQ(probe(conn[i], S_RTS, S_RTS, IBV_QP_ALT_PATH, set_alt_ports, 3), -EINVAL);
 		CHECK_EQ(probe(conn[i], S_RTS, S_RTS, IBV_QP_ALT_PATH, set_alt_port, 2), -EINVAL);
-		CHECK_EQ(probe(conn[i], S_RTS, S_RTS, IBV_QP_ALT_PATH, set_alt_ah_port, 2), -EINVAL);
+		CHECK_EQ(probe(conn[i], S_RTS, S_RTS, IBV_QP_ALT_PATH, set_alt_ah_port, 2),
+			 -EINVAL);
 		CHECK_EQ(probe(conn[i], S_INIT, S_RTR, IBV_QP_ALT_PATH, set_alt_pkey, 63), 0);
 		CHECK_EQ(probe(conn[i], S_INIT, S_RTR, IBV_QP_ALT_PATH, set_alt_pkey, 64), -EINVAL);
 		CHECK_EQ(probe(conn[i], S_RTR, S_RTS, IBV_QP_ALT_PATH, set_alt_timeout, 31), 0);
-		CHECK_EQ(probe(conn[i], S_RTR, S_RTS, IBV_QP_ALT_PATH, set_alt_timeout, 32), -EINVAL);
+		CHECK_EQ(probe(conn[i], S_RTR, S_RTS, IBV_QP_ALT_PATH, set_alt_timeout, 32),
+			 -EINVAL);
 	}
 
 	/* EN_SQD_ASYNC_NOTIFY: any value. */
@@ -537,18 +598,23 @@ static void test_states(void)
 
 	/* cur must be a real state. */
 	good_attr(&a, S_RESET, S_ERR);
-	CHECK_EQ(sr_qp_modify_check(RC, IBV_QPS_UNKNOWN, &a, IBV_QP_STATE, &test_lim, &next), -EINVAL);
-	CHECK_EQ(sr_qp_modify_check(RC, (enum ibv_qp_state)-1, &a, IBV_QP_STATE, &test_lim, &next), -EINVAL);
+	CHECK_EQ(sr_qp_modify_check(RC, IBV_QPS_UNKNOWN, &a, IBV_QP_STATE, &test_lim, &next),
+		 -EINVAL);
+	CHECK_EQ(
+	    sr_qp_modify_check(RC, (enum ibv_qp_state) - 1, &a, IBV_QP_STATE, &test_lim, &next),
+	    -EINVAL);
 
 	/* Unsupported transports and bad pointers. */
 	good_attr(&a, S_RESET, S_INIT);
 	a.qp_access_flags = 0;
-	CHECK_EQ(sr_qp_modify_check(IBV_QPT_RAW_PACKET, S_RESET, &a,
-				    IBV_QP_STATE | IBV_QP_PORT, &test_lim, &next), -EINVAL);
-	CHECK_EQ(sr_qp_modify_check(IBV_QPT_DRIVER, S_RESET, &a, IBV_QP_STATE,
-				    &test_lim, &next), -EINVAL);
-	CHECK_EQ(sr_qp_modify_check((enum ibv_qp_type)0, S_RESET, &a,
-				    IBV_QP_STATE, &test_lim, &next), -EINVAL);
+	CHECK_EQ(sr_qp_modify_check(IBV_QPT_RAW_PACKET, S_RESET, &a, IBV_QP_STATE | IBV_QP_PORT,
+				    &test_lim, &next),
+		 -EINVAL);
+	CHECK_EQ(sr_qp_modify_check(IBV_QPT_DRIVER, S_RESET, &a, IBV_QP_STATE, &test_lim, &next),
+		 -EINVAL);
+	CHECK_EQ(
+	    sr_qp_modify_check((enum ibv_qp_type)0, S_RESET, &a, IBV_QP_STATE, &test_lim, &next),
+	    -EINVAL);
 	CHECK_EQ(sr_qp_modify_check(RC, S_RESET, NULL, 0, &test_lim, &next), -EINVAL);
 	CHECK_EQ(sr_qp_modify_check(RC, S_RESET, &a, 0, NULL, &next), -EINVAL);
 	CHECK_EQ(sr_qp_modify_check(RC, S_RESET, &a, 0, &test_lim, NULL), -EINVAL);
@@ -568,18 +634,18 @@ static void test_xrc(void)
 {
 	struct ibv_qp_attr a;
 	enum ibv_qp_state next;
-	const uint32_t rc_rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	const uint32_t rc_rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 	const uint32_t rc_rts = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				IBV_QP_MAX_QP_RD_ATOMIC;
+				IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
 
 	CHECK_CTX("XRC");
 	/* An RC-style mask works for both halves. */
 	good_attr(&a, S_INIT, S_RTR);
-	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_SEND, S_INIT, &a, (int)rc_rtr, &test_lim, &next), 0);
-	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_RECV, S_INIT, &a, (int)rc_rtr, &test_lim, &next), 0);
+	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_SEND, S_INIT, &a, (int)rc_rtr, &test_lim, &next),
+		 0);
+	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_RECV, S_INIT, &a, (int)rc_rtr, &test_lim, &next),
+		 0);
 	good_attr(&a, S_RTR, S_RTS);
 	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_SEND, S_RTR, &a, (int)rc_rts, &test_lim, &next), 0);
 	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_RECV, S_RTR, &a, (int)rc_rts, &test_lim, &next), 0);
@@ -588,18 +654,22 @@ static void test_xrc(void)
 	good_attr(&a, S_INIT, S_RTR);
 	a.min_rnr_timer = 99;
 	a.max_dest_rd_atomic = 200;
-	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_SEND, S_INIT, &a, (int)rc_rtr, &test_lim, &next), 0);
-	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_RECV, S_INIT, &a, (int)rc_rtr, &test_lim, &next), -EINVAL);
+	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_SEND, S_INIT, &a, (int)rc_rtr, &test_lim, &next),
+		 0);
+	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_RECV, S_INIT, &a, (int)rc_rtr, &test_lim, &next),
+		 -EINVAL);
 	good_attr(&a, S_RTR, S_RTS);
 	a.retry_cnt = 9;
 	a.rnr_retry = 9;
 	a.max_rd_atomic = 200;
 	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_RECV, S_RTR, &a, (int)rc_rts, &test_lim, &next), 0);
-	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_SEND, S_RTR, &a, (int)rc_rts, &test_lim, &next), -EINVAL);
+	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_SEND, S_RTR, &a, (int)rc_rts, &test_lim, &next),
+		 -EINVAL);
 	/* The target still needs its timeout and SQ PSN. */
 	good_attr(&a, S_RTR, S_RTS);
-	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_RECV, S_RTR, &a,
-				    (int)(rc_rts & ~IBV_QP_TIMEOUT), &test_lim, &next), -EINVAL);
+	CHECK_EQ(sr_qp_modify_check(IBV_QPT_XRC_RECV, S_RTR, &a, (int)(rc_rts & ~IBV_QP_TIMEOUT),
+				    &test_lim, &next),
+		 -EINVAL);
 	CHECK_CTX("%s", "");
 }
 
@@ -608,21 +678,21 @@ static void test_walk(void)
 {
 	struct ibv_qp_attr a;
 	enum ibv_qp_state st, next;
-	static const enum ibv_qp_type types[] = { RC, UC, UD };
-	static const int path[] = { S_INIT, S_RTR, S_RTS, S_SQD, S_RTS, S_ERR, S_RESET };
+	static const enum ibv_qp_type types[] = {RC, UC, UD};
+	static const int path[] = {S_INIT, S_RTR, S_RTS, S_SQD, S_RTS, S_ERR, S_RESET};
 	unsigned int i, j;
 	uint32_t req, opt;
 
 	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		st = S_RESET;
 		for (j = 0; j < sizeof(path) / sizeof(path[0]); j++) {
-			CHECK_CTX("walk %s %s->%s", type_name(types[i]),
-				  sr_qp_state_name(st), sr_qp_state_name(path[j]));
+			CHECK_CTX("walk %s %s->%s", type_name(types[i]), sr_qp_state_name(st),
+				  sr_qp_state_name(path[j]));
 			CHECK(expect(types[i], st, path[j], &req, &opt));
 			good_attr(&a, st, path[j]);
-			CHECK_EQ(sr_qp_modify_check(types[i], st, &a,
-						    (int)(IBV_QP_STATE | req),
-						    &test_lim, &next), 0);
+			CHECK_EQ(sr_qp_modify_check(types[i], st, &a, (int)(IBV_QP_STATE | req),
+						    &test_lim, &next),
+				 0);
 			CHECK_EQ(next, path[j]);
 			st = next;
 		}
@@ -640,7 +710,7 @@ static void test_names(void)
 	CHECK(!strcmp(sr_qp_state_name(IBV_QPS_SQE), "SQE"));
 	CHECK(!strcmp(sr_qp_state_name(IBV_QPS_ERR), "ERR"));
 	CHECK(!strcmp(sr_qp_state_name(IBV_QPS_UNKNOWN), "UNKNOWN"));
-	CHECK(!strcmp(sr_qp_state_name((enum ibv_qp_state)-1), "UNKNOWN"));
+	CHECK(!strcmp(sr_qp_state_name((enum ibv_qp_state) - 1), "UNKNOWN"));
 	CHECK(!strcmp(sr_qp_state_name((enum ibv_qp_state)12345), "UNKNOWN"));
 }
 
