@@ -128,11 +128,6 @@ uint32_t sr_key_make(uint32_t index, uint32_t rnd)
 	return (index << SR_KEY_INDEX_SHIFT) | (tag << SR_KEY_TAG_SHIFT) | keybyte;
 }
 
-uint32_t sr_key_index(uint32_t key)
-{
-	return key >> SR_KEY_INDEX_SHIFT;
-}
-
 uint32_t sr_qpn_make(uint32_t index, uint32_t rnd)
 {
 	uint32_t tag = rnd & ((1u << SR_QPN_TAG_BITS) - 1);
@@ -144,11 +139,6 @@ uint32_t sr_qpn_make(uint32_t index, uint32_t rnd)
 	if (qpn <= 1 || qpn == SR_QPN_MULTICAST)
 		qpn ^= 1u << SR_QPN_TAG_SHIFT; /* flip the lowest tag bit */
 	return qpn;
-}
-
-uint32_t sr_qpn_index(uint32_t qpn)
-{
-	return qpn & SR_QPN_INDEX_MAX;
 }
 
 /* One round of splitmix64 finalisation followed by xorshift64*. */

@@ -51,13 +51,20 @@ bool sr_idalloc_test(const struct sr_idalloc *a, uint32_t idx);
  * all zero, so no ibv_inc_rkey() sequence can reach 0 either.
  */
 uint32_t sr_key_make(uint32_t index, uint32_t rnd);
-uint32_t sr_key_index(uint32_t key);
+/* Inline: the data path splits keys and QPNs on every work request. */
+static inline uint32_t sr_key_index(uint32_t key)
+{
+	return key >> (32 - SR_KEY_INDEX_BITS);
+}
 /*
  * Tag from rnd. Never returns 0, 1 (IBTA QP0/QP1) or 0xFFFFFF (the multicast
  * QPN); the tag is adjusted when it would.
  */
 uint32_t sr_qpn_make(uint32_t index, uint32_t rnd);
-uint32_t sr_qpn_index(uint32_t qpn);
+static inline uint32_t sr_qpn_index(uint32_t qpn)
+{
+	return qpn & SR_QPN_INDEX_MAX;
+}
 uint32_t
 sr_random32(void); /* from getrandom(2) (GRND_NONBLOCK), falling back to a seeded xorshift */
 

@@ -119,6 +119,12 @@ static void copy_segs(struct seg *dst, unsigned nd, const struct seg *src, unsig
 	unsigned di = 0, si = 0;
 	uint64_t doff = 0, soff = 0;
 
+	/* the common case: one buffer to one buffer */
+	if (nd == 1 && ns == 1 && len <= dst[0].len && len <= src[0].len) {
+		memcpy(dst[0].p, src[0].p, len);
+		return;
+	}
+
 	while (len && di < nd && si < ns) {
 		uint64_t n = dst[di].len - doff;
 

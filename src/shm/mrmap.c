@@ -254,10 +254,26 @@ enum sr_key_result sr_key_resolve(struct sr_context *ctx, uint32_t key, uint64_t
 	uint32_t seq, mr_seq = 0;
 	char *base;
 
-	if (c) {
+	if (__builtin_expect(c != NULL, 1)) {
 		ce = &c[idx % SR_KCACHE];
-		if (ce->key == key && ce->base && entry_seq(ctx->arena, idx) == ce->seq &&
-		    (ce->e.kind == SR_KEY_MR || entry_seq(ctx->arena, ce->mr_index) == ce->mr_seq))
+		/* hit: an MR whose entry is unchanged; the bounds and PD checks
+		 * of check() inlined for the common local/remote MR case */
+		if (ce->key == key && ce->e.kind == SR_KEY_MR && ce->base &&
+		    entry_seq(ctx->arena, idx) == ce->seq) {
+			const struct sr_key_entry *k = &ce->e;
+
+			if (k->pd != pd)
+				return SR_KEY_PD;
+			if ((k->access & need) != need)
+				return SR_KEY_ACCESS;
+			if (va < k->iova || len > k->length || va - k->iova > k->length - len)
+				return SR_KEY_BOUNDS;
+			*ptr = ce->base + (va - k->iova);
+			return SR_KEY_OK;
+		}
+		if (ce->key == key && ce->base && ce->e.kind != SR_KEY_MR &&
+		    entry_seq(ctx->arena, idx) == ce->seq &&
+		    entry_seq(ctx->arena, ce->mr_index) == ce->mr_seq)
 			return check(&ce->e, &ce->mr, ce->base, va, len, need, pd, qpn, remote,
 				     ptr);
 	}
