@@ -188,17 +188,7 @@ static char *mr_base(struct sr_context *ctx, const struct sr_key_entry *e)
  * pointer lives in initial-exec TLS (libibverbs may be dlopen'ed, and big
  * static TLS blocks then fail to load); the cache itself is malloc'ed.
  */
-#define SR_KCACHE 32
-
-struct sr_kcache_ent {
-	uint32_t key;
-	uint32_t seq, mr_seq;
-	uint32_t mr_index;
-	struct sr_key_entry e, mr;
-	char *base;
-};
-
-static __thread struct sr_kcache_ent *sr_kcache __attribute__((tls_model("initial-exec")));
+__thread struct sr_kcache_ent *sr_kcache __attribute__((tls_model("initial-exec")));
 static pthread_key_t sr_kcache_key;
 static pthread_once_t sr_kcache_once = PTHREAD_ONCE_INIT;
 
@@ -245,8 +235,9 @@ static enum sr_key_result check(const struct sr_key_entry *e, const struct sr_ke
 	return SR_KEY_OK;
 }
 
-enum sr_key_result sr_key_resolve(struct sr_context *ctx, uint32_t key, uint64_t va, uint64_t len,
-				  uint32_t need, uint32_t pd, uint32_t qpn, bool remote, void **ptr)
+enum sr_key_result sr_key_resolve_slow(struct sr_context *ctx, uint32_t key, uint64_t va,
+				       uint64_t len, uint32_t need, uint32_t pd, uint32_t qpn,
+				       bool remote, void **ptr)
 {
 	struct sr_kcache_ent *c = kcache(), *ce = NULL;
 	uint32_t idx = sr_key_index(key);
@@ -256,21 +247,7 @@ enum sr_key_result sr_key_resolve(struct sr_context *ctx, uint32_t key, uint64_t
 
 	if (__builtin_expect(c != NULL, 1)) {
 		ce = &c[idx % SR_KCACHE];
-		/* hit: an MR whose entry is unchanged; the bounds and PD checks
-		 * of check() inlined for the common local/remote MR case */
-		if (ce->key == key && ce->e.kind == SR_KEY_MR && ce->base &&
-		    entry_seq(ctx->arena, idx) == ce->seq) {
-			const struct sr_key_entry *k = &ce->e;
-
-			if (k->pd != pd)
-				return SR_KEY_PD;
-			if ((k->access & need) != need)
-				return SR_KEY_ACCESS;
-			if (va < k->iova || len > k->length || va - k->iova > k->length - len)
-				return SR_KEY_BOUNDS;
-			*ptr = ce->base + (va - k->iova);
-			return SR_KEY_OK;
-		}
+		/* (the MR hit is handled inline by sr_key_resolve) a window hit */
 		if (ce->key == key && ce->base && ce->e.kind != SR_KEY_MR &&
 		    entry_seq(ctx->arena, idx) == ce->seq &&
 		    entry_seq(ctx->arena, ce->mr_index) == ce->mr_seq)

@@ -15,6 +15,8 @@
 
 #include <softrdma/layout.h>
 
+#include "core/idalloc.h"
+
 struct sr_context;
 
 enum sr_key_result {
@@ -28,9 +30,56 @@ enum sr_key_result {
 
 /* need: IBV_ACCESS_* bits required (0 for a local read). remote: the key is
  * an rkey (windows allowed) rather than an lkey. */
-enum sr_key_result sr_key_resolve(struct sr_context *ctx, uint32_t key, uint64_t va, uint64_t len,
-				  uint32_t need, uint32_t pd, uint32_t qpn, bool remote,
-				  void **ptr);
+enum sr_key_result sr_key_resolve_slow(struct sr_context *ctx, uint32_t key, uint64_t va,
+				       uint64_t len, uint32_t need, uint32_t pd, uint32_t qpn,
+				       bool remote, void **ptr);
+
+/* Per-thread cache of resolved keys (mrmap.c): a hit is revalidated by one
+ * load of the key entry's sequence word, which every change bumps. */
+#define SR_KCACHE 32
+
+struct sr_kcache_ent {
+	uint32_t key;
+	uint32_t seq, mr_seq;
+	uint32_t mr_index;
+	struct sr_key_entry e, mr;
+	char *base;
+};
+
+extern __thread struct sr_kcache_ent *sr_kcache __attribute__((tls_model("initial-exec")));
+
+/* The data path's entry point: the common case (an MR key seen before and
+ * unchanged) inline, everything else in sr_key_resolve_slow. */
+static inline enum sr_key_result sr_key_resolve(struct sr_context *ctx, void *arena, uint32_t key,
+						uint64_t va, uint64_t len, uint32_t need,
+						uint32_t pd, uint32_t qpn, bool remote, void **ptr)
+{
+	struct sr_kcache_ent *c = sr_kcache;
+	uint32_t idx = sr_key_index(key);
+
+	if (__builtin_expect(c != NULL, 1)) {
+		const struct sr_kcache_ent *ce = &c[idx % SR_KCACHE];
+		const struct sr_arena_hdr *h = arena;
+		const struct sr_key_entry *ke =
+			(const struct sr_key_entry *)((const char *)arena + h->keytab_off) +
+			(idx % SR_MAX_KEYS);
+
+		if (ce->key == key && ce->e.kind == SR_KEY_MR && ce->base &&
+		    atomic_load_explicit(&ke->seq, memory_order_acquire) == ce->seq) {
+			const struct sr_key_entry *k = &ce->e;
+
+			if (k->pd != pd)
+				return SR_KEY_PD;
+			if ((k->access & need) != need)
+				return SR_KEY_ACCESS;
+			if (va < k->iova || len > k->length || va - k->iova > k->length - len)
+				return SR_KEY_BOUNDS;
+			*ptr = ce->base + (va - k->iova);
+			return SR_KEY_OK;
+		}
+	}
+	return sr_key_resolve_slow(ctx, key, va, len, need, pd, qpn, remote, ptr);
+}
 
 /* Reads a consistent copy of a key-table entry; false if key does not match. */
 bool sr_key_lookup(void *arena, uint32_t key, struct sr_key_entry *out);
