@@ -83,11 +83,8 @@ int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *eve
 	for (;;) {
 		ssize_t n = read(context->async_fd, &v, sizeof(v));
 
-		if (n != sizeof(v)) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			return -1; /* EAGAIN when non-blocking and nothing pending */
-		}
+		if (n != sizeof(v))
+			return -1; /* EAGAIN when non-blocking, EINTR on a signal (as rdma-core) */
 		if (find_event(to_sctx(context), event))
 			return 0;
 		/* the object went away before we looked: wait for the next */

@@ -267,11 +267,10 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 	for (;;) {
 		ssize_t n = read(channel->fd, &v, sizeof(v));
 
-		if (n != sizeof(v)) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			return -1; /* EAGAIN on a non-blocking channel */
-		}
+		if (n != sizeof(v))
+			return -1; /* EAGAIN when non-blocking; EINTR on a signal, as rdma-core:
+				    * programs (qperf) end a test with an alarm that must
+				    * interrupt the wait */
 		scq = take_event(to_schannel(channel)->ctx, channel);
 		if (scq)
 			break;
