@@ -111,7 +111,7 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 
 	if (num < 0)
 		return -EINVAL;
-	pthread_mutex_lock(&cq->poll_lock);
+	sr_shm_lock(&cq->poll_lock);
 	cons = atomic_load_explicit(&s->cons, memory_order_relaxed);
 	while (n < num) {
 		struct sr_cqe *e = next_cqe(ctx, s, cons);
@@ -124,7 +124,7 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	if (n)
 		/* frees the slots: pairs with the producer's load-acquire of cons */
 		atomic_store_explicit(&s->cons, cons, memory_order_release);
-	pthread_mutex_unlock(&cq->poll_lock);
+	sr_shm_unlock(&cq->poll_lock);
 	if (!n)
 		retry_stalled(ctx, cq);
 	return n;
@@ -174,10 +174,10 @@ static int start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	pthread_mutex_lock(&cq->poll_lock);
+	sr_shm_lock(&cq->poll_lock);
 	ret = take_one(cq);
 	if (ret) {
-		pthread_mutex_unlock(&cq->poll_lock);
+		sr_shm_unlock(&cq->poll_lock);
 		retry_stalled(to_sctx(c->context), cq);
 	}
 	return ret;
@@ -190,7 +190,7 @@ static int next_poll(struct ibv_cq_ex *c)
 
 static void end_poll(struct ibv_cq_ex *c)
 {
-	pthread_mutex_unlock(&cqx(c)->poll_lock);
+	sr_shm_unlock(&cqx(c)->poll_lock);
 }
 
 static enum ibv_wc_opcode read_opcode(struct ibv_cq_ex *c)

@@ -111,7 +111,7 @@ static struct sr_cq *cq_create(struct ibv_context *context, int cqe, void *cq_co
 	if (wc_flags &
 	    (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
 		cq->shm->flags |= SR_CQ_TIMESTAMPS; /* before any QP can use it */
-	pthread_mutex_init(&cq->poll_lock, NULL);
+	sr_shm_lock_init(&cq->poll_lock);
 	cq->cq.context = context;
 	cq->cq.channel = channel;
 	cq->cq.cq_context = cq_context;
@@ -191,11 +191,11 @@ int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	req.op = SR_OP_RESIZE_CQ;
 	req.handle = cq->handle;
 	req.u.cq.cqe = cqe;
-	pthread_mutex_lock(&cq->poll_lock);
+	sr_shm_lock(&cq->poll_lock);
 	ret = sr_ctx_request(to_sctx(ibcq->context), &req, &rep, NULL, 0, NULL, NULL);
 	if (!ret)
 		ibcq->cqe = rep.u.cq.max_cqe;
-	pthread_mutex_unlock(&cq->poll_lock);
+	sr_shm_unlock(&cq->poll_lock);
 	return -ret;
 }
 

@@ -77,7 +77,7 @@ struct sr_cq {
 	struct sr_cq_shm *shm;
 	uint64_t wc_flags;	   /* ibv_create_cq_ex wc_flags */
 	struct sr_cqe cur;	   /* extended polling: the entry being read */
-	pthread_mutex_t poll_lock; /* consumers within this process */
+	struct sr_lock poll_lock;  /* consumers within this process (the arena lock type: one CAS) */
 	uint32_t events_reported;  /* by ibv_get_cq_event; under cq.mutex */
 };
 
