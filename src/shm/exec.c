@@ -119,9 +119,11 @@ static void copy_segs(struct seg *dst, unsigned nd, const struct seg *src, unsig
 	unsigned di = 0, si = 0;
 	uint64_t doff = 0, soff = 0;
 
-	/* the common case: one buffer to one buffer */
+	/* the common case: one buffer to one buffer (a zero-length SGE maps to
+	 * NULL, and memcpy from NULL is undefined even for 0 bytes) */
 	if (nd == 1 && ns == 1 && len <= dst[0].len && len <= src[0].len) {
-		memcpy(dst[0].p, src[0].p, len);
+		if (len)
+			memcpy(dst[0].p, src[0].p, len);
 		return;
 	}
 
