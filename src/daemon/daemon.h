@@ -101,6 +101,9 @@ void sr_device_init(struct sr_dev_info *dev);
 int sr_heap_init(struct sr_daemon *d, uint64_t size);
 uint64_t sr_heap_alloc(struct sr_daemon *d, uint64_t size, uint64_t *got);
 void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size);
+void sr_heap_free_later(struct sr_daemon *d, uint64_t off, uint64_t size, uint64_t now_ms);
+void sr_heap_reap(struct sr_daemon *d, uint64_t now_ms, bool all);
+uint64_t sr_daemon_now_ms(void);
 uint64_t sr_heap_used(void);
 void sr_heap_fini(struct sr_daemon *d);
 

@@ -102,14 +102,13 @@ uint64_t sr_heap_alloc(struct sr_daemon *d, uint64_t size, uint64_t *got)
 	return off;
 }
 
-void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size)
+/* Puts a chunk back on its free list (accounting done by the caller). */
+static void release(struct sr_daemon *d, uint64_t off, uint64_t size)
 {
 	unsigned c = size_class(size);
 	uint64_t csize = 1ull << (c + SR_HEAP_MIN_SHIFT);
 	struct sr_freelist *fl = &sr_free[c];
 
-	if (!off)
-		return;
 	if (csize >= 65536 &&
 	    fallocate(d->arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, csize))
 		sr_warn("punch hole at %#llx: %m", (unsigned long long)off);
@@ -123,7 +122,62 @@ void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size)
 		fl->cap = ncap;
 	}
 	fl->offs[fl->cnt++] = off;
-	sr_heap_inuse -= csize;
+}
+
+void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size)
+{
+	if (!off)
+		return;
+	sr_heap_inuse -= 1ull << (size_class(size) + SR_HEAP_MIN_SHIFT);
+	release(d, off, size);
+}
+
+/*
+ * Destroyed QPs, CQs and SRQs: their table slots are cleared at once (no
+ * new lookup finds them), but an executor in another process may have
+ * looked one up just before and still be writing into it.  Their chunks
+ * are therefore reused only after a grace period, far longer than any
+ * work request runs.  They no longer count as objects meanwhile.
+ */
+#define SR_HEAP_GRACE_MS 500
+
+struct sr_deferred {
+	uint64_t off, size, due_ms;
+};
+
+static struct sr_deferred *sr_defer;
+static size_t sr_ndefer, sr_capdefer;
+
+void sr_heap_free_later(struct sr_daemon *d, uint64_t off, uint64_t size, uint64_t now_ms)
+{
+	if (!off)
+		return;
+	sr_heap_inuse -= 1ull << (size_class(size) + SR_HEAP_MIN_SHIFT);
+	if (sr_ndefer == sr_capdefer) {
+		size_t ncap = sr_capdefer ? 2 * sr_capdefer : 64;
+		struct sr_deferred *n = realloc(sr_defer, ncap * sizeof(*n));
+
+		if (!n) {
+			release(d, off, size); /* no memory for the list: reuse now */
+			return;
+		}
+		sr_defer = n;
+		sr_capdefer = ncap;
+	}
+	sr_defer[sr_ndefer++] = (struct sr_deferred){off, size, now_ms + SR_HEAP_GRACE_MS};
+}
+
+void sr_heap_reap(struct sr_daemon *d, uint64_t now_ms, bool all)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < sr_ndefer; i++) {
+		if (all || sr_defer[i].due_ms <= now_ms)
+			release(d, sr_defer[i].off, sr_defer[i].size);
+		else
+			sr_defer[k++] = sr_defer[i];
+	}
+	sr_ndefer = k;
 }
 
 uint64_t sr_heap_used(void)
@@ -133,6 +187,10 @@ uint64_t sr_heap_used(void)
 
 void sr_heap_fini(struct sr_daemon *d)
 {
+	sr_heap_reap(d, 0, true);
+	free(sr_defer);
+	sr_defer = NULL;
+	sr_ndefer = sr_capdefer = 0;
 	for (unsigned c = 0; c < SR_HEAP_CLASSES; c++) {
 		free(sr_free[c].offs);
 		sr_free[c] = (struct sr_freelist){0};

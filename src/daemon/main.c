@@ -31,7 +31,7 @@ static void on_signal(int sig)
 	sr_stop = 1;
 }
 
-static uint64_t now_ms(void)
+uint64_t sr_daemon_now_ms(void)
 {
 	struct timespec ts;
 
@@ -197,7 +197,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sr_info("serving %s, idle timeout %d s", d.dev.name, d.idle_timeout_s);
-	idle_since = now_ms();
+	idle_since = sr_daemon_now_ms();
 
 	while (!sr_stop) {
 		size_t n = 1;
@@ -229,10 +229,11 @@ int main(int argc, char **argv)
 				accept_client(&d);
 		}
 		waiting = sr_daemon_tick(&d);
+		sr_heap_reap(&d, sr_daemon_now_ms(), false);
 		if (has_resource_clients(&d)) {
-			idle_since = now_ms();
+			idle_since = sr_daemon_now_ms();
 		} else if (d.idle_timeout_s > 0 &&
-			   now_ms() - idle_since > (uint64_t)d.idle_timeout_s * 1000) {
+			   sr_daemon_now_ms() - idle_since > (uint64_t)d.idle_timeout_s * 1000) {
 			sr_info("idle for %d s, exiting", d.idle_timeout_s);
 			break;
 		}

@@ -503,8 +503,9 @@ static void cq_destroy(struct sr_daemon *d, struct sr_obj *o)
 	struct sr_cq_shm *cq = sr_arena_at(d->arena, o->u.shm.off);
 
 	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
-		sr_heap_free(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
-	sr_heap_free(d, o->u.shm.off, o->u.shm.size);
+		sr_heap_free_later(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe),
+				   sr_daemon_now_ms());
+	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size, sr_daemon_now_ms());
 	handle_free(d, o);
 	obj_unlink(o);
 }
@@ -622,7 +623,7 @@ static void srq_destroy(struct sr_daemon *d, struct sr_obj *o)
 	atomic_store_explicit(&sr_arena_srqtab(d->arena)[idx].obj_off, 0, memory_order_release);
 	d->srq_by_idx[idx] = NULL;
 	sr_idalloc_put(&d->srqn_ids, idx);
-	sr_heap_free(d, o->u.shm.off, o->u.shm.size);
+	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size, sr_daemon_now_ms());
 	obj_unlink(o);
 }
 
@@ -833,7 +834,7 @@ static void qp_destroy(struct sr_daemon *d, struct sr_obj *o)
 	atomic_store_explicit(&sr_arena_qptab(d->arena)[idx].obj_off, 0, memory_order_release);
 	d->qp_by_idx[idx] = NULL;
 	sr_idalloc_put(&d->qpn_ids, idx);
-	sr_heap_free(d, o->u.shm.off, o->u.shm.size);
+	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size, sr_daemon_now_ms());
 	obj_unlink(o);
 }
 
