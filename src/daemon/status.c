@@ -117,6 +117,19 @@ static void put_obj(struct sr_daemon *d, struct sbuf *b, const struct sr_obj *o)
 			     : atomic_load_explicit(&qp->rq.head, memory_order_acquire) -
 				   atomic_load_explicit(&qp->rq.tail, memory_order_acquire),
 		    qp->srqn ? 0 : qp->rq.max_wr);
+		if (qp->cnt[SR_CNT_SEND_WQE] || qp->cnt[SR_CNT_RDMA_WRITE] ||
+		    qp->cnt[SR_CNT_RDMA_READ] || qp->cnt[SR_CNT_ATOMIC] || qp->cnt[SR_CNT_RNR] ||
+		    qp->cnt[SR_CNT_REM_ACCESS_ERR])
+			put(b,
+			    "      sent: send %llu write %llu read %llu atomic %llu bytes %llu"
+			    " rnr %llu rem_access_err %llu\n",
+			    (unsigned long long)qp->cnt[SR_CNT_SEND_WQE],
+			    (unsigned long long)qp->cnt[SR_CNT_RDMA_WRITE],
+			    (unsigned long long)qp->cnt[SR_CNT_RDMA_READ],
+			    (unsigned long long)qp->cnt[SR_CNT_ATOMIC],
+			    (unsigned long long)qp->cnt[SR_CNT_BYTES],
+			    (unsigned long long)qp->cnt[SR_CNT_RNR],
+			    (unsigned long long)qp->cnt[SR_CNT_REM_ACCESS_ERR]);
 		break;
 	}
 	case SR_OBJ_FD:

@@ -99,8 +99,8 @@ static enum sr_key_result map_sges(struct sr_context *ctx, const struct sr_sge_s
 		void *p = NULL;
 
 		if (sge[i].length) {
-			r = sr_key_resolve(ctx, ctx->arena, sge[i].lkey, sge[i].addr, sge[i].length, need, pd,
-					   qpn, false, &p);
+			r = sr_key_resolve(ctx, ctx->arena, sge[i].lkey, sge[i].addr, sge[i].length,
+					   need, pd, qpn, false, &p);
 			if (r)
 				return r;
 		}
@@ -437,8 +437,10 @@ static enum xres exec_send(struct xfer *x)
 	if (!t)
 		return x->qp->type == IBV_QPT_RC ? X_STALL_NOACK : X_DONE;
 	res = deliver(x, t, src, ns, len, NULL);
-	if (res == X_DONE)
+	if (res == X_DONE) {
 		count(x->qp, SR_CNT_SEND_WQE, 1);
+		count(x->qp, SR_CNT_BYTES, len);
+	}
 	return res;
 }
 
@@ -479,8 +481,8 @@ static enum xres exec_write(struct xfer *x)
 	if (len) {
 		/* C9-xx / 10.6.3: the responder QP must allow remote writes, and the key too */
 		if (!(t->access & IBV_ACCESS_REMOTE_WRITE) ||
-		    sr_key_resolve(ctx, ctx->arena, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_WRITE,
-				   t->pd, t->qpn, true, &p))
+		    sr_key_resolve(ctx, ctx->arena, w->rkey, w->remote_addr, len,
+				   IBV_ACCESS_REMOTE_WRITE, t->pd, t->qpn, true, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 		dst.p = p;
 		dst.len = len;
@@ -513,8 +515,8 @@ static enum xres exec_read(struct xfer *x)
 		return X_STALL_NOACK;
 	if (len) {
 		if (!(t->access & IBV_ACCESS_REMOTE_READ) ||
-		    sr_key_resolve(ctx, ctx->arena, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_READ, t->pd,
-				   t->qpn, true, &p))
+		    sr_key_resolve(ctx, ctx->arena, w->rkey, w->remote_addr, len,
+				   IBV_ACCESS_REMOTE_READ, t->pd, t->qpn, true, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 		src.p = p;
 		src.len = len;
@@ -550,8 +552,8 @@ static enum xres exec_atomic(struct xfer *x)
 	if (w->remote_addr & 7)
 		return remote_fail(x, t, IBV_WC_REM_INV_REQ_ERR); /* C9-xx: naturally aligned */
 	if (!(t->access & IBV_ACCESS_REMOTE_ATOMIC) ||
-	    sr_key_resolve(ctx, ctx->arena, w->rkey, w->remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, t->pd, t->qpn,
-			   true, &p))
+	    sr_key_resolve(ctx, ctx->arena, w->rkey, w->remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC,
+			   t->pd, t->qpn, true, &p))
 		return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 	/* a real atomic instruction on the shared page: atomic against every initiator */
 	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
