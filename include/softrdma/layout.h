@@ -228,7 +228,6 @@ struct sr_srq_shm {
 
 enum sr_counter {
 	SR_CNT_SEND_WQE,
-	SR_CNT_RECV_WQE,
 	SR_CNT_RDMA_WRITE,
 	SR_CNT_RDMA_READ,
 	SR_CNT_ATOMIC,

@@ -78,7 +78,6 @@ struct sr_dev_info {
 	uint64_t arena_size;
 	uint32_t client_id;
 	uint32_t daemon_pid;
-	uint64_t boot_ns; /* daemon start time, CLOCK_MONOTONIC */
 };
 
 struct sr_req_qp_caps {
@@ -106,7 +105,8 @@ static_assert(sizeof(struct ibv_ah_attr) == 32, "ibv_ah_attr size");
  * conversions below expand this list, so they cannot drift apart. */
 #define SR_QP_ATTR_WIRE_FIELDS(X)                                                                  \
 	X(qp_state)                                                                                \
-	X(cur_qp_state) X(path_mtu) X(path_mig_state) X(qkey) X(rq_psn) X(sq_psn) X(dest_qp_num)   \
+	X(cur_qp_state)                                                                            \
+	X(path_mtu) X(path_mig_state) X(qkey) X(rq_psn) X(sq_psn) X(dest_qp_num)                   \
 	    X(qp_access_flags) X(cap.max_send_wr) X(cap.max_recv_wr) X(cap.max_send_sge)           \
 		X(cap.max_recv_sge) X(cap.max_inline_data) X(pkey_index) X(alt_pkey_index)         \
 		    X(en_sqd_async_notify) X(sq_draining) X(max_rd_atomic) X(max_dest_rd_atomic)   \

@@ -61,8 +61,8 @@ static inline enum sr_key_result sr_key_resolve(struct sr_context *ctx, void *ar
 		const struct sr_kcache_ent *ce = &c[idx % SR_KCACHE];
 		const struct sr_arena_hdr *h = arena;
 		const struct sr_key_entry *ke =
-			(const struct sr_key_entry *)((const char *)arena + h->keytab_off) +
-			(idx % SR_MAX_KEYS);
+		    (const struct sr_key_entry *)((const char *)arena + h->keytab_off) +
+		    (idx % SR_MAX_KEYS);
 
 		if (ce->key == key && ce->e.kind == SR_KEY_MR && ce->base &&
 		    atomic_load_explicit(&ke->seq, memory_order_acquire) == ce->seq) {

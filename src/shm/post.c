@@ -300,9 +300,9 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	/* the executor on the other core touched these last: start the
 	 * ownership requests before the lock serializes them */
 	__builtin_prefetch((const void *)&s->rq.head, 1);
-	__builtin_prefetch(sr_rq_wqe(ctx->arena, &s->rq,
-				     atomic_load_explicit(&s->rq.head, memory_order_relaxed)),
-			   1);
+	__builtin_prefetch(
+	    sr_rq_wqe(ctx->arena, &s->rq, atomic_load_explicit(&s->rq.head, memory_order_relaxed)),
+	    1);
 	sr_shm_lock(&s->rq_lock);
 	ret = post_recv_ring(ctx, &s->rq, wr, bad_wr);
 	sr_shm_unlock(&s->rq_lock);

@@ -43,7 +43,6 @@ struct sr_context {
 	uint32_t async_fd_id;
 	pthread_mutex_t lock; /* the object lists below */
 	struct sr_list qps, srqs, cqs;
-	uint32_t async_port_events; /* bits of port-scoped events raised locally */
 };
 
 struct sr_pd {
@@ -75,10 +74,10 @@ struct sr_cq {
 	struct sr_list link;
 	uint32_t handle;
 	struct sr_cq_shm *shm;
-	uint64_t wc_flags;	   /* ibv_create_cq_ex wc_flags */
-	struct sr_cqe cur;	   /* extended polling: the entry being read */
-	struct sr_lock poll_lock;  /* consumers within this process (the arena lock type: one CAS) */
-	uint32_t events_reported;  /* by ibv_get_cq_event; under cq.mutex */
+	uint64_t wc_flags;	  /* ibv_create_cq_ex wc_flags */
+	struct sr_cqe cur;	  /* extended polling: the entry being read */
+	struct sr_lock poll_lock; /* consumers within this process (the arena lock type: one CAS) */
+	uint32_t events_reported; /* by ibv_get_cq_event; under cq.mutex */
 };
 
 struct sr_srq {
