@@ -103,15 +103,16 @@ static_assert(sizeof(struct ibv_ah_attr) == 32, "ibv_ah_attr size");
 
 /* Every scalar field of struct ibv_qp_attr that travels, once: both
  * conversions below expand this list, so they cannot drift apart. */
-#define SR_QP_ATTR_WIRE_FIELDS(X)                                                                  \
-	X(qp_state)                                                                                \
-	X(cur_qp_state)                                                                            \
-	X(path_mtu) X(path_mig_state) X(qkey) X(rq_psn) X(sq_psn) X(dest_qp_num)                   \
-	    X(qp_access_flags) X(cap.max_send_wr) X(cap.max_recv_wr) X(cap.max_send_sge)           \
-		X(cap.max_recv_sge) X(cap.max_inline_data) X(pkey_index) X(alt_pkey_index)         \
-		    X(en_sqd_async_notify) X(sq_draining) X(max_rd_atomic) X(max_dest_rd_atomic)   \
-			X(min_rnr_timer) X(port_num) X(timeout) X(retry_cnt) X(rnr_retry)          \
-			    X(alt_port_num) X(alt_timeout) X(rate_limit)
+/* clang-format off */
+#define SR_QP_ATTR_WIRE_FIELDS(X) \
+	X(qp_state) X(cur_qp_state) X(path_mtu) X(path_mig_state) X(qkey) \
+	X(rq_psn) X(sq_psn) X(dest_qp_num) X(qp_access_flags) X(cap.max_send_wr) \
+	X(cap.max_recv_wr) X(cap.max_send_sge) X(cap.max_recv_sge) \
+	X(cap.max_inline_data) X(pkey_index) X(alt_pkey_index) \
+	X(en_sqd_async_notify) X(sq_draining) X(max_rd_atomic) \
+	X(max_dest_rd_atomic) X(min_rnr_timer) X(port_num) X(timeout) X(retry_cnt) \
+	X(rnr_retry) X(alt_port_num) X(alt_timeout) X(rate_limit)
+/* clang-format on */
 
 static inline void sr_qp_attr_to_wire(const struct ibv_qp_attr *a, struct sr_qp_attr_wire *w)
 {
