@@ -23,6 +23,7 @@
 #include <assert.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/shmlock.h"
@@ -87,11 +88,25 @@ struct sr_qpn_slot {
 };
 static_assert(sizeof(struct sr_qpn_slot) == 8, "qpn slot layout");
 
-/* A work queue (SQ, RQ or SRQ ring).  head is advanced by the producer
+/*
+ * A work queue (SQ, RQ or SRQ ring).  head is advanced by the producer
  * (post_*), tail by the consumer (the executor); each on its own cache line.
- * Pairing: producer writes a WQE then store-release(head); consumer
- * load-acquire(head) then reads the WQE.  Consumer reads a WQE then
- * store-release(tail); producer load-acquire(tail) before reusing a slot. */
+ *
+ * SQ: producer and consumer both hold the QP's sq_lock; the consumer
+ * load-acquires head (store-release by post_send) before reading a WQE.
+ *
+ * RQ and SRQ: producers (post_recv threads) serialize on prod_lock,
+ * consumers (executors delivering a message, flushes) on the QP's rq_lock or
+ * the SRQ's lock, and neither side writes a line the other side writes: a
+ * receive WQE is published by the store-release of its own `seq` (its index
+ * + 1), which the consumer load-acquires, so the consumer never reads the
+ * producer's line and the producer's lock stays in the owner's cache.  The
+ * consumer store-releases tail; the producer load-acquires it only when the
+ * ring looks full (tail_cache).  `waiting` is the RNR handshake: a consumer
+ * that finds the ring empty sets it, issues a full fence and looks again; a
+ * producer publishes, issues a full fence and then takes the flag and runs
+ * the waiting sender (exec.h).  One of the two always sees the other.
+ */
 struct sr_wq {
 	uint32_t wqe_cnt; /* power of two */
 	uint32_t stride;  /* bytes per WQE, multiple of 64 */
@@ -100,8 +115,12 @@ struct sr_wq {
 	uint32_t max_wr;  /* as reported to the application */
 	uint32_t limit;	  /* SRQ limit (srq_limit event threshold), 0 = disarmed */
 	uint64_t wqe_off; /* arena offset of WQE 0 */
+	/* producer line */
 	alignas(SR_CACHELINE) _Atomic uint32_t head;
-	uint32_t tail_cache; /* producer's last view of tail (producer side only) */
+	uint32_t tail_cache;	  /* producer's last view of tail (producer side only) */
+	struct sr_lock prod_lock; /* RQ/SRQ producers */
+	_Atomic uint32_t waiting; /* RQ/SRQ: a sender waits (RNR) for a receive here */
+	/* consumer line */
 	alignas(SR_CACHELINE) _Atomic uint32_t tail;
 };
 static_assert(sizeof(struct sr_wq) == 3 * SR_CACHELINE, "wq header layout");
@@ -149,7 +168,7 @@ static_assert(sizeof(struct sr_send_wqe) == 128, "send wqe layout");
 struct sr_recv_wqe {
 	uint64_t wr_id;
 	uint32_t num_sge;
-	uint32_t pad;
+	_Atomic uint32_t seq; /* ring index + 1 once published (struct sr_wq) */
 };
 static_assert(sizeof(struct sr_recv_wqe) == 16, "recv wqe layout");
 
@@ -220,9 +239,8 @@ struct sr_srq_shm {
 	uint64_t user_handle; /* owner's struct ibv_srq * for async events */
 	_Atomic uint32_t limit_armed;
 	_Atomic uint32_t async_events; /* bits (1 << enum ibv_event_type) pending for the owner */
-	_Atomic uint32_t rnr_waiting;  /* a sender waits (RNR) for a receive on this SRQ */
-	uint32_t pad;
-	struct sr_lock lock; /* consumers (executors) and producers */
+	uint32_t pad[2];
+	struct sr_lock lock; /* consumers (executors), and modify_srq's limit */
 	struct sr_wq rq;
 };
 
@@ -234,6 +252,7 @@ enum sr_counter {
 	SR_CNT_RNR,
 	SR_CNT_REM_ACCESS_ERR,
 	SR_CNT_BYTES,
+	SR_CNT_DIRECT, /* of those, executed by post_send's direct path (exec.h) */
 	SR_CNT_MAX
 };
 
@@ -279,10 +298,9 @@ struct sr_qp_shm {
 	 * store, no locked instruction: no cache line shared host-wide on the
 	 * data path); `softrdma status` adds them up. */
 	_Atomic uint64_t cnt[SR_CNT_MAX];
-	/* data path, responder side: written by post_recv and by executors
-	 * delivering to this QP, on its own line */
-	alignas(SR_CACHELINE) struct sr_lock rq_lock; /* post_recv and consumers of the RQ */
-	_Atomic uint32_t rnr_waiting; /* a sender waits (RNR) for a receive on this QP's RQ */
+	/* data path, responder side: written by executors delivering to this
+	 * QP (post_recv writes only rq's producer line), on its own line */
+	alignas(SR_CACHELINE) struct sr_lock rq_lock; /* consumers of the RQ (executors, flush) */
 	struct sr_wq sq;
 	struct sr_wq rq;
 };
@@ -317,6 +335,46 @@ struct sr_arena_hdr {
 	_Atomic uint64_t reg_seq; /* source of sr_key_entry.reg_seq */
 	uint64_t counters[16];	  /* totals of destroyed QPs (enum sr_counter); daemon only */
 };
+
+/*
+ * What sr_arena_hdr.version holds: SR_ARENA_VERSION mixed with the size and
+ * the key offsets of every shared structure, so a library and a daemon built
+ * from different sources (an old softrdmad still running after a rebuild)
+ * refuse each other instead of reading each other's fields at the wrong
+ * offsets, even when nobody remembered to bump the version.
+ */
+static inline uint32_t sr_arena_layout_version(void)
+{
+	uint64_t h = SR_ARENA_VERSION;
+	const uint64_t v[] = {
+	    sizeof(struct sr_arena_hdr),
+	    sizeof(struct sr_key_entry),
+	    sizeof(struct sr_qpn_slot),
+	    sizeof(struct sr_wq),
+	    sizeof(struct sr_sge_shm),
+	    sizeof(struct sr_send_wqe),
+	    sizeof(struct sr_recv_wqe),
+	    sizeof(struct sr_cqe),
+	    sizeof(struct sr_cq_shm),
+	    offsetof(struct sr_cq_shm, lock),
+	    offsetof(struct sr_cq_shm, cons),
+	    sizeof(struct sr_srq_shm),
+	    offsetof(struct sr_srq_shm, rq),
+	    sizeof(struct sr_qp_shm),
+	    offsetof(struct sr_qp_shm, sq_lock),
+	    offsetof(struct sr_qp_shm, cnt),
+	    offsetof(struct sr_qp_shm, rq_lock),
+	    offsetof(struct sr_qp_shm, sq),
+	    sizeof(struct sr_mcast_group),
+	    SR_CNT_MAX,
+	    SR_MAX_KEYS,
+	    SR_MAX_QPS,
+	};
+
+	for (unsigned i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		h = (h ^ v[i]) * 0x100000001b3ull; /* FNV-1a step */
+	return (uint32_t)(h ^ (h >> 32));
+}
 
 static inline void *sr_arena_ptr(void *base, uint64_t off)
 {

@@ -53,7 +53,7 @@ int sr_heap_init(struct sr_daemon *d, uint64_t size)
 
 	h = d->arena;
 	h->magic = SR_ARENA_MAGIC;
-	h->version = SR_ARENA_VERSION;
+	h->version = sr_arena_layout_version();
 	h->hdr_size = sizeof(*h);
 	h->size = size;
 	off = 4096;

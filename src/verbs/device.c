@@ -147,7 +147,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	}
 	ctx->arena_size = ctx->dev.arena_size;
 	if (((struct sr_arena_hdr *)ctx->arena)->magic != SR_ARENA_MAGIC ||
-	    ((struct sr_arena_hdr *)ctx->arena)->version != SR_ARENA_VERSION) {
+	    ((struct sr_arena_hdr *)ctx->arena)->version != sr_arena_layout_version()) {
+		sr_err("softrdmad's shared-memory layout is not this library's (a daemon from "
+		       "another build is running: stop it, or use SOFTRDMA_SOCKET)");
 		ret = -EPROTO;
 		goto err_unmap;
 	}
