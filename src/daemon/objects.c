@@ -535,6 +535,7 @@ static void wq_init(struct sr_wq *wq, uint32_t max_wr, uint32_t max_sge, uint32_
 	wq->stride = stride;
 	wq->max_inline = max_inline;
 	wq->wqe_off = wqe_off;
+	sr_shm_lock_init(&wq->prod_lock);
 }
 
 /* ---- SRQ ---- */
@@ -729,6 +730,18 @@ static void wq_reset(struct sr_wq *wq)
 	atomic_store_explicit(&wq->tail, 0, memory_order_relaxed);
 }
 
+/* Empties a receive ring.  Its WQEs carry their index (seq), so the indices
+ * go on from head rather than back to 0, where a slot's old seq could pass
+ * for a new one. */
+static void rq_discard(struct sr_wq *wq)
+{
+	uint32_t head = atomic_load_explicit(&wq->head, memory_order_relaxed);
+
+	wq->tail_cache = head;
+	atomic_store_explicit(&wq->tail, head, memory_order_relaxed);
+	atomic_store_explicit(&wq->waiting, 0, memory_order_relaxed);
+}
+
 static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 			struct sr_rep *rep)
 {
@@ -764,6 +777,7 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 
 	sr_shm_lock(&qp->sq_lock);
 	sr_shm_lock(&qp->rq_lock);
+	sr_shm_lock(&qp->rq.prod_lock);
 	if (mask & IBV_QP_PKEY_INDEX)
 		qp->pkey_index = a.pkey_index;
 	if (mask & IBV_QP_PORT)
@@ -808,11 +822,12 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 		/* IBTA 10.3.1: RESET discards every outstanding WQE */
 		wq_reset(&qp->sq);
 		if (!qp->srqn)
-			wq_reset(&qp->rq);
+			rq_discard(&qp->rq);
 		qp->exec_pos = 0;
 		atomic_store(&qp->stalled, SR_STALL_NONE);
 	}
 	atomic_store_explicit(&qp->state, next, memory_order_release);
+	sr_shm_unlock(&qp->rq.prod_lock);
 	sr_shm_unlock(&qp->rq_lock);
 	sr_shm_unlock(&qp->sq_lock);
 	rep->u.modify_qp.state = next;

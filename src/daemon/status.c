@@ -122,14 +122,15 @@ static void put_obj(struct sr_daemon *d, struct sbuf *b, const struct sr_obj *o)
 		    qp->cnt[SR_CNT_REM_ACCESS_ERR])
 			put(b,
 			    "      sent: send %llu write %llu read %llu atomic %llu bytes %llu"
-			    " rnr %llu rem_access_err %llu\n",
+			    " rnr %llu rem_access_err %llu direct %llu\n",
 			    (unsigned long long)qp->cnt[SR_CNT_SEND_WQE],
 			    (unsigned long long)qp->cnt[SR_CNT_RDMA_WRITE],
 			    (unsigned long long)qp->cnt[SR_CNT_RDMA_READ],
 			    (unsigned long long)qp->cnt[SR_CNT_ATOMIC],
 			    (unsigned long long)qp->cnt[SR_CNT_BYTES],
 			    (unsigned long long)qp->cnt[SR_CNT_RNR],
-			    (unsigned long long)qp->cnt[SR_CNT_REM_ACCESS_ERR]);
+			    (unsigned long long)qp->cnt[SR_CNT_REM_ACCESS_ERR],
+			    (unsigned long long)qp->cnt[SR_CNT_DIRECT]);
 		break;
 	}
 	case SR_OBJ_FD:

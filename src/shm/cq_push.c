@@ -1,6 +1,6 @@
 /*
- * CQ producer (see cq_push.h).  Producers serialize on the CQ's robust
- * process-shared mutex; the entry is published with store-release of its
+ * CQ producer (see cq_push.h).  Producers serialize on the CQ's one-word
+ * lock (core/shmlock.h) on the producer line; the entry is published with store-release of its
  * sequence word, which the consumer load-acquires (cq_poll.c).  Event
  * generation follows the verbs rule: one event per arming, for the next
  * completion (or the next solicited one), whoever produces it.
@@ -22,14 +22,11 @@ void sr_async_set(_Atomic uint32_t *bits, int ev, uint32_t async_fd_id, sr_signa
 		signal(arg, async_fd_id);
 }
 
-bool sr_cq_push(void *arena, struct sr_cq_shm *cq, const struct sr_cqe *e, bool solicited,
-		sr_signal_fn *signal, void *arg)
+struct sr_cqe *sr_cq_reserve(void *arena, struct sr_cq_shm *cq, sr_signal_fn *signal, void *arg)
 {
-	struct sr_cqe *ring, *slot;
-	uint32_t prod, cons, arm;
+	uint32_t prod, cons;
 
 	sr_shm_lock(&cq->lock);
-	ring = sr_arena_ptr(arena, cq->ring_off);
 	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
 	cons = cq->cons_cache;
 	if (prod - cons >= cq->cqe_cnt - 1) {
@@ -42,9 +39,16 @@ bool sr_cq_push(void *arena, struct sr_cq_shm *cq, const struct sr_cqe *e, bool 
 		sr_shm_unlock(&cq->lock);
 		atomic_store_explicit(&cq->overflow, 1, memory_order_relaxed);
 		sr_async_set(&cq->async_events, IBV_EVENT_CQ_ERR, cq->async_fd_id, signal, arg);
-		return false;
+		return NULL;
 	}
-	slot = &ring[prod & (cq->cqe_cnt - 1)];
+	return (struct sr_cqe *)sr_arena_ptr(arena, cq->ring_off) + (prod & (cq->cqe_cnt - 1));
+}
+
+void sr_cq_publish(struct sr_cq_shm *cq, struct sr_cqe *slot, const struct sr_cqe *e,
+		   bool solicited, sr_signal_fn *signal, void *arg)
+{
+	uint32_t prod = atomic_load_explicit(&cq->prod, memory_order_relaxed), arm;
+
 	slot->status = e->status;
 	slot->wr_id = e->wr_id;
 	slot->opcode = e->opcode;
@@ -72,5 +76,15 @@ bool sr_cq_push(void *arena, struct sr_cq_shm *cq, const struct sr_cqe *e, bool 
 				signal(arg, cq->channel_fd_id);
 		}
 	}
+}
+
+bool sr_cq_push(void *arena, struct sr_cq_shm *cq, const struct sr_cqe *e, bool solicited,
+		sr_signal_fn *signal, void *arg)
+{
+	struct sr_cqe *slot = sr_cq_reserve(arena, cq, signal, arg);
+
+	if (!slot)
+		return false;
+	sr_cq_publish(cq, slot, e, solicited, signal, arg);
 	return true;
 }

@@ -21,6 +21,15 @@ typedef void sr_signal_fn(void *arg, uint32_t fd_id);
 bool sr_cq_push(void *arena, struct sr_cq_shm *cq, const struct sr_cqe *e, bool solicited,
 		sr_signal_fn *signal, void *arg);
 
+/* The same in two steps, for a producer that wants the slot (and the
+ * producer lock, which a locked instruction takes) before it writes the data
+ * the completion reports: reserve returns the slot with the lock held, or
+ * NULL on overflow (handled as above, lock released); publish fills the
+ * slot, releases the lock and raises the event. */
+struct sr_cqe *sr_cq_reserve(void *arena, struct sr_cq_shm *cq, sr_signal_fn *signal, void *arg);
+void sr_cq_publish(struct sr_cq_shm *cq, struct sr_cqe *slot, const struct sr_cqe *e,
+		   bool solicited, sr_signal_fn *signal, void *arg);
+
 /* Sets an async-event bit on an arena object and signals its owner. */
 void sr_async_set(_Atomic uint32_t *bits, int ev, uint32_t async_fd_id, sr_signal_fn *signal,
 		  void *arg);

@@ -30,6 +30,8 @@
 
 #define SR_QPN_MCAST 0xffffffu
 #define SR_GRH_LEN   40
+/* deliver(): messages up to this size reserve their CQE before the copy */
+#define SR_EARLY_CQE_MAX 4096
 
 enum xres {
 	X_DONE,
@@ -173,7 +175,6 @@ struct rq_ref {
 	struct sr_lock *lock;
 	struct sr_wq *wq;
 	struct sr_srq_shm *srq;
-	_Atomic uint32_t *waiting;
 };
 
 static void rq_of(void *arena, struct sr_qp_shm *t, struct rq_ref *r)
@@ -182,35 +183,46 @@ static void rq_of(void *arena, struct sr_qp_shm *t, struct rq_ref *r)
 		r->srq = sr_arena_ptr(arena, t->srq_off);
 		r->lock = &r->srq->lock;
 		r->wq = &r->srq->rq;
-		r->waiting = &r->srq->rnr_waiting;
 	} else {
 		r->srq = NULL;
 		r->lock = &t->rq_lock;
 		r->wq = &t->rq;
-		r->waiting = &t->rnr_waiting;
 	}
 }
 
-/* Starts fetching the lines the consumer reads next (the producer's head,
- * the next WQE) before the lock's read-for-ownership: on the same-host path
- * these are cross-core misses, and the locked instruction would otherwise
- * serialize them one after another. */
+/* Starts fetching the next WQE (written by the producer on the other core)
+ * before the consumer lock's locked instruction would serialize the miss. */
 static inline void rq_prefetch(void *arena, struct rq_ref *r)
 {
-	uint32_t tail = atomic_load_explicit(&r->wq->tail, memory_order_relaxed);
-
-	__builtin_prefetch((const void *)&r->wq->head);
-	__builtin_prefetch(sr_rq_wqe(arena, r->wq, tail));
+	__builtin_prefetch(
+	    sr_rq_wqe(arena, r->wq, atomic_load_explicit(&r->wq->tail, memory_order_relaxed)));
 }
 
-/* With the RQ lock held: the next receive WQE, or NULL. */
+/* With the consumer lock held: the next receive WQE, or NULL. */
 static struct sr_recv_wqe *rq_peek(void *arena, struct rq_ref *r)
 {
 	uint32_t tail = atomic_load_explicit(&r->wq->tail, memory_order_relaxed);
-	/* pairs with post_recv's store-release of head */
-	uint32_t head = atomic_load_explicit(&r->wq->head, memory_order_acquire);
+	struct sr_recv_wqe *w = sr_rq_wqe(arena, r->wq, tail);
 
-	return tail == head ? NULL : sr_rq_wqe(arena, r->wq, tail);
+	/* pairs with post_recv's store-release of seq */
+	return atomic_load_explicit(&w->seq, memory_order_acquire) == tail + 1 ? w : NULL;
+}
+
+/* With the consumer lock held, RC only: the ring is empty, so the sender
+ * will wait for a receive (RNR).  Raises the waiting flag for the producer,
+ * then looks once more (struct sr_wq: the fences pair with post_recv's, so
+ * either it sees the flag or we see its WQE).  Returns the WQE if one came,
+ * and then lowers the flag again if we raised it (another sender's stays). */
+static struct sr_recv_wqe *rq_wait(void *arena, struct rq_ref *r)
+{
+	uint32_t was = atomic_exchange_explicit(&r->wq->waiting, 1, memory_order_seq_cst);
+	struct sr_recv_wqe *w;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	w = rq_peek(arena, r);
+	if (w && !was)
+		atomic_store_explicit(&r->wq->waiting, 0, memory_order_relaxed);
+	return w;
 }
 
 static void rq_consume(struct sr_context *ctx, struct rq_ref *r)
@@ -230,10 +242,14 @@ static void rq_consume(struct sr_context *ctx, struct rq_ref *r)
 	}
 }
 
-static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, uint64_t wr_id,
-			  enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
-			  uint32_t flags, uint32_t imm, uint32_t src_qp, bool solicited)
+/* Completes a receive.  `slot` is a slot reserved beforehand (deliver), or
+ * NULL to reserve one now. */
+static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, struct sr_cqe *slot,
+			  uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode op,
+			  uint32_t len, uint32_t flags, uint32_t imm, uint32_t src_qp,
+			  bool solicited)
 {
+	struct sr_cq_shm *cq = sr_arena_ptr(ctx->arena, t->recv_cq_off);
 	struct sr_cqe e = {0};
 
 	e.wr_id = wr_id;
@@ -244,8 +260,10 @@ static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, uint64_t 
 	e.imm_data = imm;
 	e.qp_num = t->qpn;
 	e.src_qp = src_qp;
-	sr_cq_push(ctx->arena, sr_arena_ptr(ctx->arena, t->recv_cq_off), &e, solicited,
-		   sr_signal_fd, ctx);
+	if (!slot)
+		slot = sr_cq_reserve(ctx->arena, cq, sr_signal_fd, ctx);
+	if (slot)
+		sr_cq_publish(cq, slot, &e, solicited, sr_signal_fd, ctx);
 }
 
 /* Invalidates a type-2 window (or fails) for SEND_WITH_INV / LOCAL_INV. */
@@ -277,6 +295,7 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 	enum ibv_wc_opcode op = IBV_WC_RECV;
 	uint32_t flags = 0, imm = 0;
 	struct sr_recv_wqe *rw;
+	struct sr_cqe *slot = NULL;
 	struct rq_ref r;
 	uint64_t cap = 0, need = len + (grh ? SR_GRH_LEN : 0);
 	enum xres res = X_DONE;
@@ -285,10 +304,10 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 	rq_prefetch(ctx->arena, &r);
 	sr_shm_lock(r.lock);
 	rw = rq_peek(ctx->arena, &r);
+	if (!rw && rc)
+		rw = rq_wait(ctx->arena, &r);
 	if (!rw) {
 		if (rc) {
-			/* under the lock, so post_recv cannot miss the flag (exec.h) */
-			atomic_store_explicit(r.waiting, 1, memory_order_relaxed);
 			x->stall_target = t;
 			res = X_STALL_RNR;
 		}
@@ -332,6 +351,14 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 			x->status = IBV_WC_REM_INV_REQ_ERR;
 			goto fail;
 		}
+		/* A small message takes the CQ's producer lock before writing the
+		 * payload: the locked instruction then does not wait for the
+		 * payload stores' cache-line transfers, and on x86 those and the
+		 * CQE's overlap (one cross-core miss instead of two in a row).
+		 * A large copy is not worth holding up the CQ's other producers. */
+		if (need <= SR_EARLY_CQE_MAX)
+			slot = sr_cq_reserve(ctx->arena, sr_arena_ptr(ctx->arena, t->recv_cq_off),
+					     sr_signal_fd, ctx);
 		if (grh) {
 			hsrc[0].p = (char *)grh;
 			hsrc[0].len = SR_GRH_LEN;
@@ -342,14 +369,14 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 		}
 	}
 	rq_consume(ctx, &r);
-	push_recv_cqe(ctx, t, rw->wr_id, IBV_WC_SUCCESS, op, (uint32_t)need, flags, imm, x->qp->qpn,
-		      w->flags & SR_WQE_SOLICITED);
+	push_recv_cqe(ctx, t, slot, rw->wr_id, IBV_WC_SUCCESS, op, (uint32_t)need, flags, imm,
+		      x->qp->qpn, w->flags & SR_WQE_SOLICITED);
 	sr_shm_unlock(r.lock);
 	return X_DONE;
 
 fail:
 	rq_consume(ctx, &r);
-	push_recv_cqe(ctx, t, rw->wr_id, rst, op, 0, 0, 0, x->qp->qpn, false);
+	push_recv_cqe(ctx, t, NULL, rw->wr_id, rst, op, 0, 0, 0, x->qp->qpn, false);
 	sr_shm_unlock(r.lock);
 	if (x->qp->type == IBV_QPT_UD)
 		return X_DONE; /* a datagram's failure stays at the responder */
@@ -378,6 +405,22 @@ static enum xres remote_fail(struct xfer *x, struct sr_qp_shm *t, enum ibv_wc_st
 	return X_ERR;
 }
 
+/* SEND on RC/UC, the payload gathered: into the connected peer's RQ. */
+static enum xres send_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
+{
+	struct sr_qp_shm *t = connected_peer(x);
+	enum xres res;
+
+	if (!t)
+		return x->qp->type == IBV_QPT_RC ? X_STALL_NOACK : X_DONE;
+	res = deliver(x, t, src, ns, len, NULL);
+	if (res == X_DONE) {
+		count(x->qp, SR_CNT_SEND_WQE, 1);
+		count(x->qp, SR_CNT_BYTES, len);
+	}
+	return res;
+}
+
 static enum xres exec_send(struct xfer *x)
 {
 	struct sr_context *ctx = x->ctx;
@@ -385,7 +428,6 @@ static enum xres exec_send(struct xfer *x)
 	struct seg src[SR_MAX_SGE];
 	unsigned ns;
 	uint64_t len;
-	enum xres res;
 
 	if (gather(x, src, &ns, &len)) {
 		x->status = IBV_WC_LOC_PROT_ERR;
@@ -432,33 +474,18 @@ static enum xres exec_send(struct xfer *x)
 			return X_DONE; /* C10-7x: silently dropped, counted */
 		return deliver(x, t, src, ns, len, grh);
 	}
-	struct sr_qp_shm *t = connected_peer(x);
-
-	if (!t)
-		return x->qp->type == IBV_QPT_RC ? X_STALL_NOACK : X_DONE;
-	res = deliver(x, t, src, ns, len, NULL);
-	if (res == X_DONE) {
-		count(x->qp, SR_CNT_SEND_WQE, 1);
-		count(x->qp, SR_CNT_BYTES, len);
-	}
-	return res;
+	return send_connected(x, src, ns, len);
 }
 
-static enum xres exec_write(struct xfer *x)
+/* RDMA WRITE (with immediate), the payload gathered: into the peer's memory. */
+static enum xres write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
 {
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
-	struct seg src[SR_MAX_SGE], dst;
+	struct seg dst;
 	struct sr_qp_shm *t;
-	unsigned ns;
-	uint64_t len;
 	void *p = NULL;
 
-	if (gather(x, src, &ns, &len)) {
-		x->status = IBV_WC_LOC_PROT_ERR;
-		return X_ERR;
-	}
-	x->byte_len = len;
 	t = connected_peer(x);
 	if (!t)
 		return x->qp->type == IBV_QPT_RC ? X_STALL_NOACK : X_DONE;
@@ -471,8 +498,9 @@ static enum xres exec_write(struct xfer *x)
 		sr_shm_lock(r.lock);
 		have = rq_peek(ctx->arena, &r) != NULL;
 		if (!have && x->qp->type == IBV_QPT_RC) {
-			atomic_store_explicit(r.waiting, 1, memory_order_relaxed);
-			x->stall_target = t;
+			have = rq_wait(ctx->arena, &r) != NULL;
+			if (!have)
+				x->stall_target = t;
 		}
 		sr_shm_unlock(r.lock);
 		if (!have)
@@ -493,6 +521,20 @@ static enum xres exec_write(struct xfer *x)
 	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		return deliver(x, t, NULL, 0, len, NULL);
 	return X_DONE;
+}
+
+static enum xres exec_write(struct xfer *x)
+{
+	struct seg src[SR_MAX_SGE];
+	unsigned ns;
+	uint64_t len;
+
+	if (gather(x, src, &ns, &len)) {
+		x->status = IBV_WC_LOC_PROT_ERR;
+		return X_ERR;
+	}
+	x->byte_len = len;
+	return write_connected(x, src, ns, len);
 }
 
 static enum xres exec_read(struct xfer *x)
@@ -685,6 +727,49 @@ static void hint_owner(void *arena, struct sr_qp_shm *qp)
 	atomic_store_explicit(&cq->stall_hint, 1, memory_order_release);
 }
 
+/* The SQ head failed its wait (RNR or ACK retries exhausted): complete it
+ * in error, QP to ERR, flush. */
+static void fail_stalled(struct sr_context *ctx, struct sr_qp_shm *qp)
+{
+	/* the state before the completion, as in head_not_done */
+	sr_qp_to_error(qp, sr_signal_fd, ctx);
+	sr_sq_complete_head(ctx->arena, qp,
+			    atomic_load_explicit(&qp->stalled, memory_order_acquire) == SR_STALL_RNR
+				? IBV_WC_RNR_RETRY_EXC_ERR
+				: IBV_WC_RETRY_EXC_ERR,
+			    0, sr_signal_fd, ctx);
+	sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
+	sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
+}
+
+/* The SQ head WQE executed with outcome `r` other than X_DONE: the queue
+ * waits (RNR, no ACK) or the QP fails.  Caller holds sq_lock. */
+static void head_not_done(struct sr_context *ctx, struct sr_qp_shm *qp, const struct xfer *x,
+			  enum xres r)
+{
+	if (r == X_STALL_RNR || r == X_STALL_NOACK) {
+		stall(qp, x->stall_target, r);
+		hint_owner(ctx->arena, qp);
+		/* an expired wait fails now rather than at the next poll */
+		if (atomic_load_explicit(&qp->stall_deadline_ns, memory_order_relaxed) <=
+		    sr_now_ns())
+			fail_stalled(ctx, qp);
+		return;
+	}
+	/* X_ERR: QP to ERR, complete in error, flush (C10-32).  The state goes
+	 * first: whoever sees the error completion (another thread, or the
+	 * owner when a peer's process ran this) must find the QP in ERR, as
+	 * after an HCA's error CQE; so must the responder's (the NAK comes from
+	 * a responder already in error). */
+	atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
+	sr_qp_to_error(qp, sr_signal_fd, ctx);
+	if (x->responder_err && qp->type == IBV_QPT_RC)
+		responder_to_error(ctx, x->responder_err);
+	sr_sq_complete_head(ctx->arena, qp, x->status, 0, sr_signal_fd, ctx);
+	sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
+	sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
+}
+
 int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
 {
 	int done = 0;
@@ -705,49 +790,70 @@ int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
 			break; /* SQD/SQE: hold the queue */
 		x.w = sr_sq_wqe(ctx->arena, qp, qp->exec_pos);
 		r = exec_one(&x);
-		if (r == X_DONE) {
-			atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
-			sr_sq_complete_head(ctx->arena, qp, IBV_WC_SUCCESS, x.byte_len,
-					    sr_signal_fd, ctx);
-			done++;
-			continue;
-		}
-		if (r == X_STALL_RNR || r == X_STALL_NOACK) {
-			stall(qp, x.stall_target, r);
-			hint_owner(ctx->arena, qp);
-			/* an expired wait fails now rather than at the next poll */
-			if (atomic_load_explicit(&qp->stall_deadline_ns, memory_order_relaxed) <=
-			    sr_now_ns())
-				goto fail_stalled;
+		if (r != X_DONE) {
+			head_not_done(ctx, qp, &x, r);
 			break;
 		}
-		/* X_ERR: QP to ERR, complete in error, flush (C10-32).  The state
-		 * goes first: whoever sees the error completion (another thread, or
-		 * the owner when a peer's process ran this) must find the QP in ERR,
-		 * as after an HCA's error CQE; so must the responder's (the NAK
-		 * comes from a responder already in error). */
 		atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
-		sr_qp_to_error(qp, sr_signal_fd, ctx);
-		if (x.responder_err && x.qp->type == IBV_QPT_RC)
-			responder_to_error(ctx, x.responder_err);
-		sr_sq_complete_head(ctx->arena, qp, x.status, 0, sr_signal_fd, ctx);
-		sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
-		sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
-		break;
+		sr_sq_complete_head(ctx->arena, qp, IBV_WC_SUCCESS, x.byte_len, sr_signal_fd, ctx);
+		done++;
 	}
 	return done;
+}
 
-fail_stalled:
-	/* the state before the completion, as above */
-	sr_qp_to_error(qp, sr_signal_fd, ctx);
-	sr_sq_complete_head(ctx->arena, qp,
-			    atomic_load_explicit(&qp->stalled, memory_order_acquire) == SR_STALL_RNR
-				? IBV_WC_RNR_RETRY_EXC_ERR
-				: IBV_WC_RETRY_EXC_ERR,
-			    0, sr_signal_fd, ctx);
-	sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
-	sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
-	return done;
+bool sr_exec_direct(struct sr_context *ctx, struct sr_qp_shm *qp, const struct ibv_send_wr *wr,
+		    struct sr_exec_pending *pending)
+{
+	const struct ibv_sge *sg = wr->sg_list;
+	struct sr_send_wqe *w = &pending->wqe;
+	struct xfer x = {.ctx = ctx, .qp = qp, .w = w};
+	struct seg src = {NULL, sg->length};
+	enum xres r;
+
+	/* what the peer-side code reads of a WQE */
+	w->opcode = wr->opcode;
+	w->flags = (wr->send_flags & IBV_SEND_SOLICITED) ? SR_WQE_SOLICITED : 0;
+	w->imm_or_inv = 0;
+	w->remote_addr = wr->wr.rdma.remote_addr;
+	w->rkey = wr->wr.rdma.rkey;
+	x.byte_len = sg->length;
+	if (!sg->length)
+		; /* nothing to map (and nothing to copy) */
+	else if (wr->send_flags & IBV_SEND_INLINE)
+		src.p = (char *)(uintptr_t)sg->addr; /* inline: no key check, as in the ring */
+	else if (sr_key_resolve(ctx, ctx->arena, sg->lkey, sg->addr, sg->length, 0, qp->pd, qp->qpn,
+				false, (void **)&src.p)) {
+		x.status = IBV_WC_LOC_PROT_ERR;
+		r = X_ERR;
+		goto not_done;
+	}
+	r = wr->opcode == IBV_WR_SEND ? send_connected(&x, &src, 1, sg->length)
+				      : write_connected(&x, &src, 1, sg->length);
+	if (r == X_DONE) {
+		if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
+			sr_sq_push_cqe(ctx->arena, qp, wr->wr_id, sr_wc_opcode(wr->opcode),
+				       IBV_WC_SUCCESS, sg->length, sr_signal_fd, ctx);
+		count(qp, SR_CNT_DIRECT, 1);
+		return true;
+	}
+not_done:
+	pending->res = r;
+	pending->status = x.status;
+	pending->responder_err = x.responder_err;
+	pending->stall_target = x.stall_target;
+	return false;
+}
+
+void sr_exec_direct_queued(struct sr_context *ctx, struct sr_qp_shm *qp,
+			   const struct sr_exec_pending *pending)
+{
+	struct xfer x = {.ctx = ctx,
+			 .qp = qp,
+			 .status = pending->status,
+			 .responder_err = pending->responder_err,
+			 .stall_target = pending->stall_target};
+
+	head_not_done(ctx, qp, &x, pending->res);
 }
 
 void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator)

@@ -1,15 +1,49 @@
 /*
- * The same-host executor (exec.c).  A sender that finds no receive WQE sets
- * the responder's `rnr_waiting` flag while holding the responder's RQ lock;
- * post_recv adds its WQE under the same lock and then checks the flag, so
- * a waiting sender is always kicked (no lost wake-up).
+ * The same-host executor (exec.c).  A sender that finds no receive WQE
+ * raises the ring's `waiting` flag, fences and looks again; post_recv
+ * publishes its WQE, fences and then takes the flag and kicks the sender
+ * (struct sr_wq in layout.h), so a waiting sender is always run again (no
+ * lost wake-up) although the two sides share no lock.
  */
 #ifndef SR_SHM_EXEC_H
 #define SR_SHM_EXEC_H
 
+#include <stdbool.h>
+
+#include <infiniband/verbs.h>
+
 #include <softrdma/layout.h>
 
 struct sr_context;
+
+/*
+ * post_send's direct path.  A lone RDMA WRITE or SEND with one gather entry,
+ * on an RC or UC QP in RTS whose send queue is idle (nothing queued, no
+ * wait), is executed straight from the caller's ibv_send_wr, by the same
+ * code that executes a WQE from the ring (exec.c), but without writing the
+ * WQE, running the queue or completing it there: that is most of the
+ * per-message cost left once the copy is small.  Caller holds sq_lock.
+ *
+ * Returns true when the work request completed (successfully; its CQE is
+ * pushed when signaled).  Otherwise it did not complete, and *pending says
+ * why (a wait for a receive or for the responder, or an error, with side
+ * effects at the responder already done): the caller writes the work
+ * request into the ring as the SQ head, exactly as the ring path would
+ * have, and calls sr_exec_direct_queued, which carries on from that outcome
+ * as the ring's executor would (the wait is retried from the ring; an error
+ * completes the head and fails the QP).
+ */
+struct sr_exec_pending {
+	int res; /* the executor's outcome (exec.c) */
+	enum ibv_wc_status status;
+	struct sr_qp_shm *responder_err, *stall_target;
+	struct sr_send_wqe wqe; /* scratch header the executor reads */
+};
+
+bool sr_exec_direct(struct sr_context *ctx, struct sr_qp_shm *qp, const struct ibv_send_wr *wr,
+		    struct sr_exec_pending *pending);
+void sr_exec_direct_queued(struct sr_context *ctx, struct sr_qp_shm *qp,
+			   const struct sr_exec_pending *pending);
 
 /* Runs the QP's SQ from exec_pos as far as it can; caller holds sq_lock.
  * Returns the number of WQEs completed. */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/prefetch.h"
 #include "core/shmlock.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
@@ -202,22 +203,52 @@ static void run_sq(struct sr_context *ctx, struct sr_qp_shm *s)
 	sr_exec_sq_locked(ctx, s);
 }
 
+/* Eligible for the executor's direct path (exec.h): a lone RDMA WRITE or
+ * SEND with one gather entry on a connected QP in RTS with an idle send
+ * queue, and nothing fill_wqe would refuse. */
+static bool direct_ok(const struct sr_qp_shm *s, uint32_t state, uint32_t head,
+		      const struct ibv_send_wr *wr)
+{
+	return !wr->next && (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_SEND) &&
+	       wr->num_sge == 1 && s->sq.max_sge && state == IBV_QPS_RTS &&
+	       (s->type == IBV_QPT_RC || s->type == IBV_QPT_UC) && s->exec_pos == head &&
+	       !atomic_load_explicit(&s->stalled, memory_order_relaxed) && s->sq.wqe_cnt &&
+	       wr->sg_list[0].length <= (1u << 31) &&
+	       (!(wr->send_flags & IBV_SEND_INLINE) || wr->sg_list[0].length <= s->sq.max_inline);
+}
+
 static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr,
 		     bool mw1_ok)
 {
 	struct sr_context *ctx = to_sctx(ibqp->context);
 	struct sr_qp *qp = to_sqp(ibqp);
 	struct sr_qp_shm *s = qp->shm;
-	uint32_t head;
+	struct sr_exec_pending pending;
+	uint32_t head, state;
 	int ret = 0;
 
 	sr_shm_lock(&s->sq_lock);
-	if (!can_post_send(atomic_load_explicit(&s->state, memory_order_acquire))) {
+	state = atomic_load_explicit(&s->state, memory_order_acquire);
+	if (!can_post_send(state)) {
 		ret = EINVAL;
 		*bad_wr = wr;
 		goto out;
 	}
 	head = atomic_load_explicit(&s->sq.head, memory_order_relaxed);
+	if (direct_ok(s, state, head, wr)) {
+		if (sr_exec_direct(ctx, s, wr, &pending))
+			goto out;
+		/* it did not complete: it becomes the SQ head, and the executor
+		 * carries on from the outcome it had (a wait or an error) */
+		ret = fill_wqe(ctx, qp, wqe_at(ctx, qp, head), wr, mw1_ok);
+		if (ret) { /* cannot happen: direct_ok checked what fill_wqe checks */
+			*bad_wr = wr;
+			goto out;
+		}
+		atomic_store_explicit(&s->sq.head, head + 1, memory_order_release);
+		sr_exec_direct_queued(ctx, s, &pending);
+		goto out;
+	}
 	for (; wr; wr = wr->next) {
 		struct sr_send_wqe *w = wqe_at(ctx, qp, head);
 
@@ -245,7 +276,7 @@ int sr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 	return post_send(ibqp, wr, bad_wr, false);
 }
 
-/* Writes receive WQEs into a ring; caller holds its lock. */
+/* Writes receive WQEs into a ring; caller holds its prod_lock. */
 static int post_recv_ring(struct sr_context *ctx, struct sr_wq *wq, struct ibv_recv_wr *wr,
 			  struct ibv_recv_wr **bad_wr)
 {
@@ -278,12 +309,24 @@ static int post_recv_ring(struct sr_context *ctx, struct sr_wq *wq, struct ibv_r
 			sge[i].lkey = wr->sg_list[i].lkey;
 		}
 		head++;
-		/* pairs with the executor's load-acquire of head (exec.c rq_peek) */
-		atomic_store_explicit(&wq->head, head, memory_order_release);
+		/* publish: pairs with the executor's load-acquire of seq (rq_peek) */
+		atomic_store_explicit(&w->seq, head, memory_order_release);
+		atomic_store_explicit(&wq->head, head, memory_order_release); /* flush, status */
 	}
 	if (ret)
 		*bad_wr = wr;
 	return ret;
+}
+
+/* After publishing receive WQEs (prod_lock released): true if a sender was
+ * waiting for one and the caller must run it.  The fence pairs with the
+ * consumer's in rq_wait (exec.c): a consumer that looked before our WQEs
+ * were visible had raised the flag before its own second look. */
+static bool take_waiting(struct sr_wq *wq)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	return atomic_load_explicit(&wq->waiting, memory_order_relaxed) &&
+	       atomic_exchange_explicit(&wq->waiting, 0, memory_order_acq_rel);
 }
 
 int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
@@ -297,19 +340,16 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 		*bad_wr = wr; /* receives of an SRQ-attached QP go to the SRQ */
 		return EINVAL;
 	}
-	/* the executor on the other core touched these last: start the
-	 * ownership requests before the lock serializes them */
-	__builtin_prefetch((const void *)&s->rq.head, 1);
-	__builtin_prefetch(
-	    sr_rq_wqe(ctx->arena, &s->rq, atomic_load_explicit(&s->rq.head, memory_order_relaxed)),
-	    1);
-	sr_shm_lock(&s->rq_lock);
+	/* the consumer on the other core read this slot last: ask for it
+	 * before the lock's locked instruction holds the request back */
+	sr_prefetchw(
+	    sr_rq_wqe(ctx->arena, &s->rq, atomic_load_explicit(&s->rq.head, memory_order_relaxed)));
+	sr_shm_lock(&s->rq.prod_lock);
 	ret = post_recv_ring(ctx, &s->rq, wr, bad_wr);
-	sr_shm_unlock(&s->rq_lock);
+	sr_shm_unlock(&s->rq.prod_lock);
 	if (state == IBV_QPS_ERR)
 		sr_rq_flush(ctx->arena, s, sr_signal_fd, ctx);
-	else if (atomic_load_explicit(&s->rnr_waiting, memory_order_relaxed) &&
-		 atomic_exchange(&s->rnr_waiting, 0))
+	else if (take_waiting(&s->rq))
 		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, s->dest_qpn));
 	return ret;
 }
@@ -321,11 +361,14 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 	struct sr_srq_shm *s = srq->shm;
 	int ret;
 
-	sr_shm_lock(&s->lock);
+	/* the consumer on the other core read this slot last: ask for it
+	 * before the lock's locked instruction holds the request back */
+	sr_prefetchw(
+	    sr_rq_wqe(ctx->arena, &s->rq, atomic_load_explicit(&s->rq.head, memory_order_relaxed)));
+	sr_shm_lock(&s->rq.prod_lock);
 	ret = post_recv_ring(ctx, &s->rq, wr, bad_wr);
-	sr_shm_unlock(&s->lock);
-	if (atomic_load_explicit(&s->rnr_waiting, memory_order_relaxed) &&
-	    atomic_exchange(&s->rnr_waiting, 0)) {
+	sr_shm_unlock(&s->rq.prod_lock);
+	if (take_waiting(&s->rq)) {
 		/* wake the senders of every RC QP fed by this SRQ, however many: a
 		 * fixed cap (it was 64) left the senders of the other QPs waiting
 		 * for good under rnr_retry 7 (behaviour test srq_many_waiting) */
@@ -343,7 +386,7 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 
 				if (!more) {
 					/* the next post wakes the rest */
-					atomic_store(&s->rnr_waiting, 1);
+					atomic_store(&s->rq.waiting, 1);
 					break;
 				}
 				memcpy(more, peers, n * sizeof(*more));

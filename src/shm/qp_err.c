@@ -46,15 +46,14 @@ uint64_t sr_rnr_timer_ns(uint8_t enc)
 	return (uint64_t)t10us[enc & 31] * 10000;
 }
 
-static void push_send_cqe(void *arena, struct sr_qp_shm *qp, const struct sr_send_wqe *w,
-			  enum ibv_wc_status status, uint32_t byte_len, sr_signal_fn *signal,
-			  void *arg)
+void sr_sq_push_cqe(void *arena, struct sr_qp_shm *qp, uint64_t wr_id, enum ibv_wc_opcode op,
+		    enum ibv_wc_status status, uint32_t byte_len, sr_signal_fn *signal, void *arg)
 {
 	struct sr_cqe e = {0};
 
-	e.wr_id = w->wr_id;
+	e.wr_id = wr_id;
 	e.status = status;
-	e.opcode = sr_wc_opcode(w->opcode);
+	e.opcode = op;
 	e.byte_len = byte_len;
 	e.qp_num = qp->qpn;
 	sr_cq_push(arena, sr_arena_ptr(arena, qp->send_cq_off), &e, false, signal, arg);
@@ -78,7 +77,8 @@ void sr_sq_complete_head(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status s
 	struct sr_send_wqe *w = sr_sq_wqe(arena, qp, qp->exec_pos);
 
 	if (status != IBV_WC_SUCCESS || (w->flags & SR_WQE_SIGNALED) || qp->sq_sig_all)
-		push_send_cqe(arena, qp, w, status, byte_len, signal, arg);
+		sr_sq_push_cqe(arena, qp, w->wr_id, sr_wc_opcode(w->opcode), status, byte_len,
+			       signal, arg);
 	qp->exec_pos++;
 	/* frees the slot: pairs with post_send's load-acquire of tail */
 	atomic_store_explicit(&qp->sq.tail, qp->exec_pos, memory_order_release);

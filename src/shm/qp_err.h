@@ -33,6 +33,9 @@ enum ibv_wc_opcode sr_wc_opcode(uint8_t wr_opcode);
  * application moves it there (ibv_modify_qp); only on the transition. */
 void sr_qp_to_error(struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg);
 
+/* Pushes a send completion to the QP's send CQ. */
+void sr_sq_push_cqe(void *arena, struct sr_qp_shm *qp, uint64_t wr_id, enum ibv_wc_opcode op,
+		    enum ibv_wc_status status, uint32_t byte_len, sr_signal_fn *signal, void *arg);
 /* Completes the SQ head WQE (caller holds sq_lock) with `status`, advancing
  * exec_pos and the SQ tail.  Success completions only when signaled. */
 void sr_sq_complete_head(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status status,
