@@ -115,15 +115,29 @@ struct sr_wq {
 	uint32_t max_wr;  /* as reported to the application */
 	uint32_t limit;	  /* SRQ limit (srq_limit event threshold), 0 = disarmed */
 	uint64_t wqe_off; /* arena offset of WQE 0 */
+	uint32_t flags;	  /* enum sr_wq_flags */
 	/* producer line */
 	alignas(SR_CACHELINE) _Atomic uint32_t head;
 	uint32_t tail_cache;	  /* producer's last view of tail (producer side only) */
 	struct sr_lock prod_lock; /* RQ/SRQ producers */
 	_Atomic uint32_t waiting; /* RQ/SRQ: a sender waits (RNR) for a receive here */
+	_Atomic uint32_t polled;  /* SR_WQ_FREED_BY_POLL: index + 1 of the newest WQE whose
+				     completion the owner has polled (cq_poll.c) */
 	/* consumer line */
 	alignas(SR_CACHELINE) _Atomic uint32_t tail;
 };
 static_assert(sizeof(struct sr_wq) == 3 * SR_CACHELINE, "wq header layout");
+
+enum sr_wq_flags {
+	/* A QP's own RQ, as on mlx5: a receive WQE stays outstanding (counts
+	 * against max_wr) until the owner polls its completion, so post_recv
+	 * learns of free slots from poll_cq in its own process instead of
+	 * reading the consumer's tail line, which the peer writes for every
+	 * message.  The ring has twice max_wr slots, so the slots post_recv
+	 * writes next were consumed long ago and can be prefetched for write
+	 * while nobody reads them. */
+	SR_WQ_FREED_BY_POLL = 1 << 0,
+};
 
 struct sr_sge_shm {
 	uint64_t addr;
@@ -190,7 +204,8 @@ struct sr_cqe {
 	uint16_t slid;
 	uint8_t sl;
 	uint8_t dlid_path_bits;
-	uint8_t pad[6];
+	uint8_t pad[2];
+	uint32_t wqe_index; /* receive completions: the RQ/SRQ index of the WQE */
 	uint64_t timestamp; /* CLOCK_MONOTONIC ns */
 };
 static_assert(sizeof(struct sr_cqe) == 64, "cqe layout");
@@ -365,6 +380,8 @@ static inline uint32_t sr_arena_layout_version(void)
 	    offsetof(struct sr_qp_shm, cnt),
 	    offsetof(struct sr_qp_shm, rq_lock),
 	    offsetof(struct sr_qp_shm, sq),
+	    offsetof(struct sr_cqe, wqe_index),
+	    offsetof(struct sr_wq, polled),
 	    sizeof(struct sr_mcast_group),
 	    SR_CNT_MAX,
 	    SR_MAX_KEYS,

@@ -668,9 +668,10 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	rstride = recv_stride(cap.max_recv_sge ? cap.max_recv_sge : 1);
 	scnt = roundup_pow2(cap.max_send_wr ? cap.max_send_wr : 1);
 	rcnt = srq ? 0 : roundup_pow2(cap.max_recv_wr ? cap.max_recv_wr : 1);
+	/* SR_WQ_FREED_BY_POLL: twice the slots of max_wr (layout.h) */
 	hdr = align64(sizeof(*qp));
 	sq_bytes = (uint64_t)scnt * sstride;
-	off = sr_heap_alloc(d, hdr + sq_bytes + (uint64_t)rcnt * rstride, &got);
+	off = sr_heap_alloc(d, hdr + sq_bytes + 2ull * rcnt * rstride, &got);
 	if (!off)
 		return -ENOMEM;
 	idx = sr_idalloc_get(&d->qpn_ids);
@@ -709,8 +710,11 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	sr_shm_lock_init(&qp->rq_lock);
 	wq_init(&qp->sq, scnt, cap.max_send_sge, sstride - sizeof(struct sr_send_wqe), sstride,
 		off + hdr);
-	if (!srq)
-		wq_init(&qp->rq, rcnt, cap.max_recv_sge, 0, rstride, off + hdr + sq_bytes);
+	if (!srq) {
+		wq_init(&qp->rq, 2 * rcnt, cap.max_recv_sge, 0, rstride, off + hdr + sq_bytes);
+		qp->rq.max_wr = rcnt;
+		qp->rq.flags = SR_WQ_FREED_BY_POLL;
+	}
 	atomic_store_explicit(&sr_arena_qptab(d->arena)[idx].obj_off, off, memory_order_release);
 
 	rep->handle = o->handle;
@@ -739,6 +743,7 @@ static void rq_discard(struct sr_wq *wq)
 
 	wq->tail_cache = head;
 	atomic_store_explicit(&wq->tail, head, memory_order_relaxed);
+	atomic_store_explicit(&wq->polled, head, memory_order_relaxed);
 	atomic_store_explicit(&wq->waiting, 0, memory_order_relaxed);
 }
 

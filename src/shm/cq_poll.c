@@ -101,6 +101,27 @@ static inline void to_wc(const struct sr_cqe *e, struct ibv_wc *wc)
 	wc->dlid_path_bits = e->dlid_path_bits;
 }
 
+/* A polled receive completion frees its slot in the QP's RQ for post_recv
+ * (SR_WQ_FREED_BY_POLL, layout.h).  Ignored unless it is newer than what
+ * was freed and not beyond what was posted: a completion from before a
+ * RESET, or of an earlier QP that had this number, frees nothing. */
+static inline void rq_slot_polled(struct sr_context *ctx, const struct sr_cqe *e)
+{
+	struct sr_qp_shm *q;
+	uint32_t done, polled;
+
+	if (!(e->opcode & IBV_WC_RECV))
+		return;
+	q = sr_exec_qp_lookup(ctx, e->qp_num);
+	if (!q || !(q->rq.flags & SR_WQ_FREED_BY_POLL))
+		return;
+	done = e->wqe_index + 1;
+	polled = atomic_load_explicit(&q->rq.polled, memory_order_relaxed);
+	if ((int32_t)(done - polled) > 0 &&
+	    (int32_t)(atomic_load_explicit(&q->rq.head, memory_order_relaxed) - done) >= 0)
+		atomic_store_explicit(&q->rq.polled, done, memory_order_relaxed);
+}
+
 int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
 	struct sr_context *ctx = to_sctx(ibcq->context);
@@ -119,6 +140,7 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		if (!e)
 			break;
 		to_wc(e, &wc[n++]);
+		rq_slot_polled(ctx, e);
 		cons++;
 	}
 	if (n)
@@ -161,6 +183,7 @@ static int take_one(struct sr_cq *cq)
 	if (!e)
 		return ENOENT;
 	cq->cur = *e;
+	rq_slot_polled(ctx, e);
 	cq->cq.status = e->status;
 	cq->cq.wr_id = e->wr_id;
 	atomic_store_explicit(&cq->shm->cons, cons + 1, memory_order_release);

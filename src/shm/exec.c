@@ -225,7 +225,8 @@ static struct sr_recv_wqe *rq_wait(void *arena, struct rq_ref *r)
 	return w;
 }
 
-static void rq_consume(struct sr_context *ctx, struct rq_ref *r)
+/* Consumes the WQE rq_peek returned; returns its ring index. */
+static uint32_t rq_consume(struct sr_context *ctx, struct rq_ref *r)
 {
 	uint32_t tail = atomic_load_explicit(&r->wq->tail, memory_order_relaxed) + 1;
 
@@ -240,18 +241,20 @@ static void rq_consume(struct sr_context *ctx, struct rq_ref *r)
 			sr_async_set(&r->srq->async_events, IBV_EVENT_SRQ_LIMIT_REACHED,
 				     r->srq->async_fd_id, sr_signal_fd, ctx);
 	}
+	return tail - 1;
 }
 
 /* Completes a receive.  `slot` is a slot reserved beforehand (deliver), or
  * NULL to reserve one now. */
 static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, struct sr_cqe *slot,
-			  uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode op,
-			  uint32_t len, uint32_t flags, uint32_t imm, uint32_t src_qp,
-			  bool solicited)
+			  uint32_t index, uint64_t wr_id, enum ibv_wc_status st,
+			  enum ibv_wc_opcode op, uint32_t len, uint32_t flags, uint32_t imm,
+			  uint32_t src_qp, bool solicited)
 {
 	struct sr_cq_shm *cq = sr_arena_ptr(ctx->arena, t->recv_cq_off);
 	struct sr_cqe e = {0};
 
+	e.wqe_index = index;
 	e.wr_id = wr_id;
 	e.status = st;
 	e.opcode = op;
@@ -368,15 +371,14 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 			copy_segs(dst, rw->num_sge, src, ns, len);
 		}
 	}
-	rq_consume(ctx, &r);
-	push_recv_cqe(ctx, t, slot, rw->wr_id, IBV_WC_SUCCESS, op, (uint32_t)need, flags, imm,
-		      x->qp->qpn, w->flags & SR_WQE_SOLICITED);
+	push_recv_cqe(ctx, t, slot, rq_consume(ctx, &r), rw->wr_id, IBV_WC_SUCCESS, op,
+		      (uint32_t)need, flags, imm, x->qp->qpn, w->flags & SR_WQE_SOLICITED);
 	sr_shm_unlock(r.lock);
 	return X_DONE;
 
 fail:
-	rq_consume(ctx, &r);
-	push_recv_cqe(ctx, t, NULL, rw->wr_id, rst, op, 0, 0, 0, x->qp->qpn, false);
+	push_recv_cqe(ctx, t, NULL, rq_consume(ctx, &r), rw->wr_id, rst, op, 0, 0, 0, x->qp->qpn,
+		      false);
 	sr_shm_unlock(r.lock);
 	if (x->qp->type == IBV_QPT_UD)
 		return X_DONE; /* a datagram's failure stays at the responder */

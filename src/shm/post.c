@@ -276,6 +276,9 @@ int sr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 	return post_send(ibqp, wr, bad_wr, false);
 }
 
+/* How many slots ahead post_recv prefetches (SR_WQ_FREED_BY_POLL rings) */
+#define SR_RQ_PREFETCH_AHEAD 8u
+
 /* Writes receive WQEs into a ring; caller holds its prod_lock. */
 static int post_recv_ring(struct sr_context *ctx, struct sr_wq *wq, struct ibv_recv_wr *wr,
 			  struct ibv_recv_wr **bad_wr)
@@ -287,6 +290,13 @@ static int post_recv_ring(struct sr_context *ctx, struct sr_wq *wq, struct ibv_r
 		struct sr_recv_wqe *w;
 		struct sr_sge_shm *sge;
 
+		if ((wq->flags & SR_WQ_FREED_BY_POLL) &&
+		    head - atomic_load_explicit(&wq->polled, memory_order_relaxed) >= wq->max_wr) {
+			ret = ENOMEM; /* max_wr receives whose completions are not polled */
+			break;
+		}
+		/* the slot's previous WQE must be consumed: always so for a ring
+		 * freed by poll, which has twice max_wr slots */
 		if (head - wq->tail_cache >= wq->wqe_cnt) {
 			/* looks full: read the consumer's line only now */
 			wq->tail_cache = atomic_load_explicit(&wq->tail, memory_order_acquire);
@@ -313,6 +323,12 @@ static int post_recv_ring(struct sr_context *ctx, struct sr_wq *wq, struct ibv_r
 		atomic_store_explicit(&w->seq, head, memory_order_release);
 		atomic_store_explicit(&wq->head, head, memory_order_release); /* flush, status */
 	}
+	/* A ring freed by poll: the slot a few posts ahead held a WQE whose
+	 * completion was polled (it is at least max_wr behind), so nobody reads
+	 * it; take ownership now, off the critical path, instead of waiting
+	 * for the invalidation when it is written. */
+	if (wq->flags & SR_WQ_FREED_BY_POLL)
+		sr_prefetchw(sr_rq_wqe(ctx->arena, wq, head + SR_RQ_PREFETCH_AHEAD % wq->max_wr));
 	if (ret)
 		*bad_wr = wr;
 	return ret;

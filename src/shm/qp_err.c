@@ -107,6 +107,7 @@ void sr_rq_flush(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *
 		struct sr_cqe e = {0};
 
 		e.wr_id = sr_rq_wqe(arena, &qp->rq, tail)->wr_id;
+		e.wqe_index = tail;
 		e.status = IBV_WC_WR_FLUSH_ERR;
 		e.opcode = IBV_WC_RECV;
 		e.qp_num = qp->qpn;
