@@ -210,9 +210,9 @@ static bool direct_ok(const struct sr_qp_shm *s, uint32_t state, uint32_t head,
 		      const struct ibv_send_wr *wr)
 {
 	return !wr->next && (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_SEND) &&
-	       wr->num_sge == 1 && s->sq.max_sge && state == IBV_QPS_RTS &&
+	       wr->num_sge == 1 && state == IBV_QPS_RTS &&
 	       (s->type == IBV_QPT_RC || s->type == IBV_QPT_UC) && s->exec_pos == head &&
-	       !atomic_load_explicit(&s->stalled, memory_order_relaxed) && s->sq.wqe_cnt &&
+	       !atomic_load_explicit(&s->stalled, memory_order_relaxed) &&
 	       wr->sg_list[0].length <= (1u << 31) &&
 	       (!(wr->send_flags & IBV_SEND_INLINE) || wr->sg_list[0].length <= s->sq.max_inline);
 }
@@ -356,10 +356,6 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 		*bad_wr = wr; /* receives of an SRQ-attached QP go to the SRQ */
 		return EINVAL;
 	}
-	/* the consumer on the other core read this slot last: ask for it
-	 * before the lock's locked instruction holds the request back */
-	sr_prefetchw(
-	    sr_rq_wqe(ctx->arena, &s->rq, atomic_load_explicit(&s->rq.head, memory_order_relaxed)));
 	sr_shm_lock(&s->rq.prod_lock);
 	ret = post_recv_ring(ctx, &s->rq, wr, bad_wr);
 	sr_shm_unlock(&s->rq.prod_lock);
@@ -377,10 +373,6 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 	struct sr_srq_shm *s = srq->shm;
 	int ret;
 
-	/* the consumer on the other core read this slot last: ask for it
-	 * before the lock's locked instruction holds the request back */
-	sr_prefetchw(
-	    sr_rq_wqe(ctx->arena, &s->rq, atomic_load_explicit(&s->rq.head, memory_order_relaxed)));
 	sr_shm_lock(&s->rq.prod_lock);
 	ret = post_recv_ring(ctx, &s->rq, wr, bad_wr);
 	sr_shm_unlock(&s->rq.prod_lock);
