@@ -19,6 +19,7 @@
 #include <endian.h>
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/idalloc.h"
 #include "core/seqlock.h"
 #include "core/shmlock.h"
@@ -125,7 +126,7 @@ static void copy_segs(struct seg *dst, unsigned nd, const struct seg *src, unsig
 	 * NULL, and memcpy from NULL is undefined even for 0 bytes) */
 	if (nd == 1 && ns == 1 && len <= dst[0].len && len <= src[0].len) {
 		if (len)
-			memcpy(dst[0].p, src[0].p, len);
+			sr_copy(dst[0].p, src[0].p, len);
 		return;
 	}
 
@@ -137,7 +138,7 @@ static void copy_segs(struct seg *dst, unsigned nd, const struct seg *src, unsig
 		if (len < n)
 			n = len;
 		if (n)
-			memcpy(dst[di].p + doff, src[si].p + soff, n);
+			sr_copy(dst[di].p + doff, src[si].p + soff, n);
 		doff += n;
 		soff += n;
 		len -= n;
