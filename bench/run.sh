@@ -16,7 +16,8 @@
 #    round after round (A B A B; the order inside each pair flips every
 #    round), with the placement probe (bench/spin_probe) right before every
 #    single measurement:
-#      limit  single-thread memcpy per size (bench/memcpy_bw)
+#      limit  single-thread memcpy per size (bench/memcpy_bw), and the
+#             same with softrdma's own copy routine (memcpy_bw -a)
 #      softrdma  Debian's unmodified perftest under `softrdma run --`:
 #             ib_write_bw / ib_read_bw / ib_send_bw per size,
 #             ib_write_lat / ib_send_lat / ib_read_lat / ib_atomic_lat 8 B
@@ -123,9 +124,8 @@ if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release &&
 fi
 BB=$BUILD/bench
 mkdir -p "$BB"
-for p in memcpy_bw spin_probe; do
-	gcc -O2 -Wall -o "$BB/$p" "$ROOT/bench/$p.c" || exit 1
-done
+gcc -O2 -Wall -I"$ROOT/src" -o "$BB/memcpy_bw" "$ROOT/bench/memcpy_bw.c" "$ROOT/src/core/copy.c" || exit 1
+gcc -O2 -Wall -o "$BB/spin_probe" "$ROOT/bench/spin_probe.c" || exit 1
 for p in resource_cost qp_scale; do
 	gcc -O2 -Wall -I/usr/include -o "$BB/$p" "$ROOT/bench/$p.c" "$BUILD/lib/libibverbs.so.1" || exit 1
 done
@@ -296,6 +296,10 @@ m_memcpy() {
 	out=$("$BB/memcpy_bw" -t 20 -r 5 "$s")
 	set -- $out
 	record memcpy limit "$s" "${2:-nan}" GB/s "min=${3:-nan};max=${4:-nan}" "memcpy"
+	[ "$s" -ge 524288 ] || return 0 # below that sr_copy is memcpy
+	out=$("$BB/memcpy_bw" -a -t 20 -r 5 "$s")
+	set -- $out
+	record memcpy_alt limit "$s" "${2:-nan}" GB/s "min=${3:-nan};max=${4:-nan}" "sr_copy"
 }
 m_sr_bw() { # TEST SIZE
 	local test=$1 s=$2 n gb rate
