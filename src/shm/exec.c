@@ -540,21 +540,15 @@ static enum xres exec_write(struct xfer *x)
 	return write_connected(x, src, ns, len);
 }
 
-static enum xres exec_read(struct xfer *x)
+/* RDMA READ, the local scatter list mapped: from the peer's memory. */
+static enum xres read_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
 {
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
-	struct seg dst[SR_MAX_SGE], src;
 	struct sr_qp_shm *t;
-	uint64_t len;
+	struct seg src;
 	void *p = NULL;
 
-	if (map_sges(ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
-		     x->qp->pd, x->qp->qpn, dst, &len)) {
-		x->status = IBV_WC_LOC_PROT_ERR;
-		return X_ERR;
-	}
-	x->byte_len = len;
 	t = connected_peer(x);
 	if (!t)
 		return X_STALL_NOACK;
@@ -565,32 +559,37 @@ static enum xres exec_read(struct xfer *x)
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 		src.p = p;
 		src.len = len;
-		copy_segs(dst, w->num_sge, &src, 1, len);
+		copy_segs(dst, nd, &src, 1, len);
 	}
 	count(x->qp, SR_CNT_RDMA_READ, 1);
 	count(x->qp, SR_CNT_BYTES, len);
 	return X_DONE;
 }
 
-static enum xres exec_atomic(struct xfer *x)
+static enum xres exec_read(struct xfer *x)
 {
-	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
 	struct seg dst[SR_MAX_SGE];
-	struct sr_qp_shm *t;
-	uint64_t len, orig;
-	void *p = NULL;
+	uint64_t len;
 
-	if (map_sges(ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
+	if (map_sges(x->ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
 		     x->qp->pd, x->qp->qpn, dst, &len)) {
 		x->status = IBV_WC_LOC_PROT_ERR;
 		return X_ERR;
 	}
-	if (len != 8) {
-		x->status = IBV_WC_LOC_LEN_ERR;
-		return X_ERR;
-	}
-	x->byte_len = 8;
+	x->byte_len = len;
+	return read_connected(x, dst, w->num_sge, len);
+}
+
+/* CMP_AND_SWP / FETCH_AND_ADD, the 8-byte local result buffer mapped. */
+static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd)
+{
+	struct sr_context *ctx = x->ctx;
+	struct sr_send_wqe *w = x->w;
+	struct sr_qp_shm *t;
+	uint64_t orig;
+	void *p = NULL;
+
 	t = connected_peer(x);
 	if (!t)
 		return X_STALL_NOACK;
@@ -610,9 +609,28 @@ static enum xres exec_atomic(struct xfer *x)
 	}
 	struct seg src = {(char *)&orig, 8};
 
-	copy_segs(dst, w->num_sge, &src, 1, 8);
+	copy_segs(dst, nd, &src, 1, 8);
 	count(x->qp, SR_CNT_ATOMIC, 1);
 	return X_DONE;
+}
+
+static enum xres exec_atomic(struct xfer *x)
+{
+	struct sr_send_wqe *w = x->w;
+	struct seg dst[SR_MAX_SGE];
+	uint64_t len;
+
+	if (map_sges(x->ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
+		     x->qp->pd, x->qp->qpn, dst, &len)) {
+		x->status = IBV_WC_LOC_PROT_ERR;
+		return X_ERR;
+	}
+	if (len != 8) {
+		x->status = IBV_WC_LOC_LEN_ERR;
+		return X_ERR;
+	}
+	x->byte_len = 8;
+	return atomic_connected(x, dst, w->num_sge);
 }
 
 static enum xres exec_bind(struct xfer *x)
@@ -810,28 +828,57 @@ bool sr_exec_direct(struct sr_context *ctx, struct sr_qp_shm *qp, const struct i
 	const struct ibv_sge *sg = wr->sg_list;
 	struct sr_send_wqe *w = &pending->wqe;
 	struct xfer x = {.ctx = ctx, .qp = qp, .w = w};
-	struct seg src = {NULL, sg->length};
+	struct seg buf = {NULL, sg->length};
+	bool atomic =
+	    wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	/* READ and atomics write the local buffer, WRITE and SEND read it */
+	bool into_local = atomic || wr->opcode == IBV_WR_RDMA_READ;
 	enum xres r;
 
 	/* what the peer-side code reads of a WQE */
 	w->opcode = wr->opcode;
 	w->flags = (wr->send_flags & IBV_SEND_SOLICITED) ? SR_WQE_SOLICITED : 0;
 	w->imm_or_inv = 0;
-	w->remote_addr = wr->wr.rdma.remote_addr;
-	w->rkey = wr->wr.rdma.rkey;
+	if (atomic) {
+		w->remote_addr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+	} else {
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+	}
 	x.byte_len = sg->length;
 	if (!sg->length)
 		; /* nothing to map (and nothing to copy) */
-	else if (wr->send_flags & IBV_SEND_INLINE)
-		src.p = (char *)(uintptr_t)sg->addr; /* inline: no key check, as in the ring */
-	else if (sr_key_resolve(ctx, ctx->arena, sg->lkey, sg->addr, sg->length, 0, qp->pd, qp->qpn,
-				false, (void **)&src.p)) {
+	else if (!into_local && (wr->send_flags & IBV_SEND_INLINE))
+		buf.p = (char *)(uintptr_t)sg->addr; /* inline: no key check, as in the ring */
+	else if (sr_key_resolve(ctx, ctx->arena, sg->lkey, sg->addr, sg->length,
+				into_local ? IBV_ACCESS_LOCAL_WRITE : 0, qp->pd, qp->qpn, false,
+				(void **)&buf.p)) {
 		x.status = IBV_WC_LOC_PROT_ERR;
 		r = X_ERR;
 		goto not_done;
 	}
-	r = wr->opcode == IBV_WR_SEND ? send_connected(&x, &src, 1, sg->length)
-				      : write_connected(&x, &src, 1, sg->length);
+	switch (wr->opcode) {
+	case IBV_WR_SEND:
+		r = send_connected(&x, &buf, 1, sg->length);
+		break;
+	case IBV_WR_RDMA_WRITE:
+		r = write_connected(&x, &buf, 1, sg->length);
+		break;
+	case IBV_WR_RDMA_READ:
+		r = read_connected(&x, &buf, 1, sg->length);
+		break;
+	default: /* the two atomics */
+		if (sg->length != 8) {
+			x.status = IBV_WC_LOC_LEN_ERR;
+			r = X_ERR;
+			goto not_done;
+		}
+		r = atomic_connected(&x, &buf, 1);
+		break;
+	}
 	if (r == X_DONE) {
 		if ((wr->send_flags & IBV_SEND_SIGNALED) || qp->sq_sig_all)
 			sr_sq_push_cqe(ctx->arena, qp, wr->wr_id, sr_wc_opcode(wr->opcode),

@@ -17,9 +17,10 @@
 struct sr_context;
 
 /*
- * post_send's direct path.  A lone RDMA WRITE or SEND with one gather entry,
- * on an RC or UC QP in RTS whose send queue is idle (nothing queued, no
- * wait), is executed straight from the caller's ibv_send_wr, by the same
+ * post_send's direct path.  A lone RDMA WRITE or SEND (RC or UC), or RDMA
+ * READ or atomic (RC), with one gather/scatter entry, on a QP in RTS whose
+ * send queue is idle (nothing queued, no wait), is executed straight from
+ * the caller's ibv_send_wr, by the same
  * code that executes a WQE from the ring (exec.c), but without writing the
  * WQE, running the queue or completing it there: that is most of the
  * per-message cost left once the copy is small.  Caller holds sq_lock.

@@ -203,18 +203,29 @@ static void run_sq(struct sr_context *ctx, struct sr_qp_shm *s)
 	sr_exec_sq_locked(ctx, s);
 }
 
-/* Eligible for the executor's direct path (exec.h): a lone RDMA WRITE or
- * SEND with one gather entry on a connected QP in RTS with an idle send
- * queue, and nothing fill_wqe would refuse. */
+/* Eligible for the executor's direct path (exec.h): a lone RDMA WRITE, SEND,
+ * RDMA READ or atomic with one gather/scatter entry on a connected QP in
+ * RTS with an idle send queue, and nothing fill_wqe would refuse. */
 static bool direct_ok(const struct sr_qp_shm *s, uint32_t state, uint32_t head,
 		      const struct ibv_send_wr *wr)
 {
-	return !wr->next && (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_SEND) &&
-	       wr->num_sge == 1 && state == IBV_QPS_RTS &&
-	       (s->type == IBV_QPT_RC || s->type == IBV_QPT_UC) && s->exec_pos == head &&
-	       !atomic_load_explicit(&s->stalled, memory_order_relaxed) &&
-	       wr->sg_list[0].length <= (1u << 31) &&
-	       (!(wr->send_flags & IBV_SEND_INLINE) || wr->sg_list[0].length <= s->sq.max_inline);
+	if (wr->next || wr->num_sge != 1 || state != IBV_QPS_RTS || s->exec_pos != head ||
+	    atomic_load_explicit(&s->stalled, memory_order_relaxed) ||
+	    wr->sg_list[0].length > (1u << 31))
+		return false;
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_SEND:
+		return (s->type == IBV_QPT_RC || s->type == IBV_QPT_UC) &&
+		       (!(wr->send_flags & IBV_SEND_INLINE) ||
+			wr->sg_list[0].length <= s->sq.max_inline);
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return s->type == IBV_QPT_RC; /* IBTA: no READ or atomics on UC */
+	default:
+		return false;
+	}
 }
 
 static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr,

@@ -1,13 +1,19 @@
 /*
- * post_send's direct path (src/shm/exec.h): a lone RDMA WRITE or SEND with
- * one SGE on an RC/UC QP in RTS with an idle send queue is executed straight
- * from the caller's work request, without a WQE in the ring.  Seen from the
- * application nothing may differ from the ring path:
+ * post_send's direct path (src/shm/exec.h): a lone RDMA WRITE, SEND, READ
+ * or atomic with one SGE on a connected QP in RTS with an idle send queue is
+ * executed straight from the caller's work request, without a WQE in the
+ * ring.  Seen from the application nothing may differ from the ring path:
  *
  *  - lone WRITEs (8 B, 4 KiB, zero-length) and SENDs (8 B, inline 8 B,
  *    4 KiB) land intact where they should, with the right completions on
  *    both sides; unsignaled lone WRITEs complete silently and only the
  *    signaled one after them shows;
+ *  - lone READs (8 B, 4 KiB, zero-length) bring exactly the remote bytes
+ *    and touch nothing else locally; a lone FETCH_AND_ADD and CMP_AND_SWP
+ *    return the old value and leave the new one at the target;
+ *  - a lone READ with a bad rkey fails with REM_ACCESS_ERR, one into memory
+ *    registered without LOCAL_WRITE with LOC_PROT_ERR, and a misaligned
+ *    atomic with REM_INV_REQ_ERR, each followed by ERR and flushes;
  *  - a lone SEND with no receive posted waits (RNR, retried forever), a
  *    second lone SEND queues behind it, and once receives come both complete
  *    and arrive in order;
@@ -40,7 +46,7 @@ struct denv {
 	struct rng r;
 	int acq;
 	struct aregions ar;
-	struct ag_mr tgt;
+	struct ag_mr tgt, atom;
 	struct ibv_cq *cq;
 	struct vbuf src;
 };
@@ -283,6 +289,82 @@ static unsigned part_complete(struct denv *e, struct ibv_qp *qp, const struct ag
 	return n;
 }
 
+/* ---- 1b: lone READs and atomics that complete on the spot ---- */
+
+/* Returns how many lone work requests it posted; *bytes gets the READ
+ * payload total. */
+static unsigned part_read_atomic(struct denv *e, struct ibv_qp *qp, unsigned long long *bytes)
+{
+	static const struct {
+		uint32_t len;
+		uint64_t off;
+	} reads[] = {{8, 4096 + 64}, {MSG_LEN, 4096}, {0, 0}};
+	uint64_t a0, a1, v;
+	unsigned n = 0;
+
+	*bytes = 0;
+	for (unsigned i = 0; i < 3; i++) {
+		struct ibv_sge sge = {(uintptr_t)(e->src.p + 64), reads[i].len, e->src.mr->lkey};
+		struct ibv_send_wr wr = rdma_wr(IBV_WR_RDMA_READ, 20 + i, &sge,
+						e->tgt.addr + reads[i].off, e->tgt.rkey);
+
+		sr_note("lone READ of %u bytes", reads[i].len);
+		ag_mem_fill(&e->ag, e->tgt.h, (int64_t)reads[i].off, reads[i].len, S_MSG(20 + i),
+			    0);
+		pat_fill(e->src.p, 2 * MSG_LEN, S_JUNK, 0);
+		post_lone(qp, &wr);
+		expect_wc(e->cq, qp, 20 + i, IBV_WC_RDMA_READ, reads[i].len);
+		n++;
+		*bytes += reads[i].len;
+		/* the remote bytes, and locally nothing around them */
+		CHECK_PAT(e->src.p + 64, reads[i].len, S_MSG(20 + i), 0);
+		CHECK_PAT(e->src.p, 64, S_JUNK, 0);
+		CHECK_PAT(e->src.p + 64 + reads[i].len, 2 * MSG_LEN - 64 - reads[i].len, S_JUNK,
+			  64 + reads[i].len);
+		ag_mem_fill(&e->ag, e->tgt.h, (int64_t)reads[i].off, reads[i].len, S_BACKGROUND,
+			    reads[i].off);
+	}
+	CHECK_EQ(ag_mem_check(&e->ag, e->tgt.h, 0, TGT_LEN, S_BACKGROUND, 0), -1);
+
+	ag_mem_read(&e->ag, e->atom.h, 0, 8, &a0);
+	ag_mem_read(&e->ag, e->atom.h, 8, 8, &a1);
+	sr_note("lone FETCH_AND_ADD");
+	{
+		struct ibv_sge sge = {(uintptr_t)(e->src.p + 8), 8, e->src.mr->lkey};
+		struct ibv_send_wr wr =
+		    rdma_wr(IBV_WR_ATOMIC_FETCH_AND_ADD, 25, &sge, e->atom.addr, e->atom.rkey);
+
+		wr.wr.atomic.compare_add = 0x1001;
+		post_lone(qp, &wr);
+		expect_wc(e->cq, qp, 25, IBV_WC_FETCH_ADD, 8);
+		memcpy(&v, e->src.p + 8, 8);
+		CHECK_EQ(v, a0);
+		ag_mem_read(&e->ag, e->atom.h, 0, 8, &v);
+		CHECK_EQ(v, a0 + 0x1001);
+		n++;
+	}
+	sr_note("lone CMP_AND_SWP, matching and not");
+	for (int k = 0; k < 2; k++) {
+		struct ibv_sge sge = {(uintptr_t)(e->src.p + 16), 8, e->src.mr->lkey};
+		struct ibv_send_wr wr = rdma_wr(IBV_WR_ATOMIC_CMP_AND_SWP, 26 + (uint64_t)k, &sge,
+						e->atom.addr + 8, e->atom.rkey);
+
+		wr.wr.atomic.compare_add = a1;
+		wr.wr.atomic.swap = k ? 7 : 0x0123456789abcdefull;
+		post_lone(qp, &wr);
+		expect_wc(e->cq, qp, 26 + (uint64_t)k, IBV_WC_COMP_SWAP, 8);
+		memcpy(&v, e->src.p + 16, 8);
+		CHECK_EQ(v, k ? 0x0123456789abcdefull : a1);
+		ag_mem_read(&e->ag, e->atom.h, 8, 8, &v);
+		CHECK_EQ(v, 0x0123456789abcdefull); /* the failed compare left it */
+		n++;
+	}
+	CHECK_EQ(ag_guard_check(&e->ag, e->atom.h), -1);
+	vpoll_none(e->cq, 20);
+	CHECK_EQ(vqp_state(qp), IBV_QPS_RTS);
+	return n;
+}
+
 /* ---- 2: a lone SEND that must wait, and one queued behind it ---- */
 
 static void part_rnr(struct denv *e, struct ibv_qp *qp, const struct ag_qp *aq,
@@ -342,6 +424,7 @@ void test_direct_path(void)
 	struct ibv_qp *qp, *qp3, *qp4;
 	struct qp_status st;
 	struct ibv_wc wc;
+	unsigned long long read_bytes;
 	unsigned n;
 
 	rng_init(&e.r, 90);
@@ -349,8 +432,11 @@ void test_direct_path(void)
 	vdev_open(&e.d);
 	e.acq = ag_cq(&e.ag, 64, 0);
 	aregions_init(&e.ag, &e.ar, IBV_ACCESS_LOCAL_WRITE);
-	e.tgt = ag_mr_reg(&e.ag, TGT_LEN, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 0,
-			  S_BACKGROUND);
+	e.tgt = ag_mr_reg(&e.ag, TGT_LEN, 64,
+			  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			  0, S_BACKGROUND);
+	e.atom = ag_mr_reg(&e.ag, 16, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC, 0,
+			   S_ATOMIC);
 	e.cq = ibv_create_cq(e.d.ctx, 64, NULL, NULL, 0);
 	REQUIRE(e.cq);
 	vbuf_reg(&e.d, &e.src, 2 * MSG_LEN, 64, IBV_ACCESS_LOCAL_WRITE, NULL);
@@ -358,6 +444,7 @@ void test_direct_path(void)
 
 	/* 1 */
 	n = part_complete(&e, qp, &aq);
+	n += part_read_atomic(&e, qp, &read_bytes);
 
 	/* 5: every one of them went the direct path (the counter is bumped
 	 * before post_send returns, so it is exact by now) */
@@ -367,7 +454,10 @@ void test_direct_path(void)
 	CHECK_EQ(st.direct, n);
 	CHECK_EQ(st.write, 3 + N_UNSIG + 1);
 	CHECK_EQ(st.send, 3);
-	CHECK_EQ(st.bytes, 8 + MSG_LEN + 0 + 8 + 8 + MSG_LEN + (N_UNSIG + 1) * UNSIG_LEN);
+	CHECK_EQ(st.read, 3);
+	CHECK_EQ(st.atomic, 3);
+	CHECK_EQ(st.bytes,
+		 8 + MSG_LEN + 0 + 8 + 8 + MSG_LEN + (N_UNSIG + 1) * UNSIG_LEN + read_bytes);
 	CHECK_EQ(st.rnr, 0);
 	CHECK_EQ(st.rem_access_err, 0);
 	CHECK_EQ(st.sq_used, 0);
@@ -395,6 +485,52 @@ void test_direct_path(void)
 	}
 	CHECK_EQ(ibv_destroy_qp(qp3), 0);
 	destroy_agent_qp(&e, &aq3);
+
+	/* 3b: a READ with a bad rkey, a READ into memory without LOCAL_WRITE,
+	 * a misaligned atomic: each fails, fails the QP, and is not counted */
+	for (int k = 0; k < 3; k++) {
+		static const enum ibv_wc_status want[] = {
+		    IBV_WC_REM_ACCESS_ERR, IBV_WC_LOC_PROT_ERR, IBV_WC_REM_INV_REQ_ERR};
+		struct vbuf ro;
+		struct ibv_sge sge = {(uintptr_t)e.src.p, 64, e.src.mr->lkey};
+		struct ibv_send_wr wr =
+		    rdma_wr(IBV_WR_RDMA_READ, 70 + 10 * (uint64_t)k, &sge, e.tgt.addr, e.tgt.rkey);
+
+		sr_note("lone %s", k == 0   ? "READ with an invalid rkey"
+				   : k == 1 ? "READ into a region without LOCAL_WRITE"
+					    : "misaligned FETCH_AND_ADD");
+		qp3 = new_pair(&e, &aq3);
+		pat_fill(e.src.p, 64, S_JUNK, 0);
+		if (k == 0)
+			wr.wr.rdma.rkey ^= 0xff;
+		if (k == 1) {
+			vbuf_reg(&e.d, &ro, 256, 64, 0, NULL);
+			pat_fill(ro.p, 64, S_JUNK, 0);
+			sge = (struct ibv_sge){(uintptr_t)ro.p, 64, ro.mr->lkey};
+		}
+		if (k == 2) {
+			sge.length = 8;
+			wr = rdma_wr(IBV_WR_ATOMIC_FETCH_AND_ADD, 90, &sge, e.atom.addr + 4,
+				     e.atom.rkey);
+		}
+		post_expect_fatal(qp3, e.cq, &wr, want[k]);
+		/* nothing landed locally, nothing changed remotely */
+		CHECK_PAT(k == 1 ? ro.p : e.src.p, 64, S_JUNK, 0);
+		CHECK_EQ(ag_mem_check(&e.ag, e.tgt.h, 0, TGT_LEN, S_BACKGROUND, 0), -1);
+		qp_status(qp3->qp_num, &st);
+		CHECK_EQ(st.direct, 0);
+		CHECK_EQ(st.read + st.atomic, 0);
+		CHECK_EQ(ibv_destroy_qp(qp3), 0);
+		destroy_agent_qp(&e, &aq3);
+		if (k == 1)
+			vbuf_free(&ro);
+	}
+	{
+		uint64_t v;
+
+		ag_mem_read(&e.ag, e.atom.h, 8, 8, &v);
+		CHECK_EQ(v, 0x0123456789abcdefull);
+	}
 
 	/* 4 */
 	for (int round = 0; round < 2; round++) {
