@@ -45,7 +45,8 @@
 	X(srq_many_waiting, 60)                                                                    \
 	X(qp_ex_api, 60)                                                                           \
 	X(cq_ex_api, 60)                                                                           \
-	X(direct_path, 60)
+	X(direct_path, 60)                                                                         \
+	X(rq_freed_by_poll, 60)
 
 #define SR_DECLARE_TEST(name, timeout) void test_##name(void);
 SR_TEST_LIST(SR_DECLARE_TEST)
