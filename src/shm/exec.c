@@ -115,20 +115,12 @@ static enum sr_key_result map_sges(struct sr_context *ctx, const struct sr_sge_s
 	return SR_KEY_OK;
 }
 
-/* Copies `len` bytes from a gather list into a scatter list. */
-static void copy_segs(struct seg *dst, unsigned nd, const struct seg *src, unsigned ns,
-		      uint64_t len)
+/* copy_segs() for more than one segment on either side. */
+static void __attribute__((noinline))
+copy_segs_list(struct seg *dst, unsigned nd, const struct seg *src, unsigned ns, uint64_t len)
 {
 	unsigned di = 0, si = 0;
 	uint64_t doff = 0, soff = 0;
-
-	/* the common case: one buffer to one buffer (a zero-length SGE maps to
-	 * NULL, and memcpy from NULL is undefined even for 0 bytes) */
-	if (nd == 1 && ns == 1 && len <= dst[0].len && len <= src[0].len) {
-		if (len)
-			sr_copy(dst[0].p, src[0].p, len);
-		return;
-	}
 
 	while (len && di < nd && si < ns) {
 		uint64_t n = dst[di].len - doff;
@@ -151,6 +143,20 @@ static void copy_segs(struct seg *dst, unsigned nd, const struct seg *src, unsig
 			soff = 0;
 		}
 	}
+}
+
+/* Copies `len` bytes from a gather list into a scatter list.  Inline for
+ * the common case, one buffer to one buffer (a zero-length SGE maps to
+ * NULL, and memcpy from NULL is undefined even for 0 bytes). */
+static inline void copy_segs(struct seg *dst, unsigned nd, const struct seg *src, unsigned ns,
+			     uint64_t len)
+{
+	if (nd == 1 && ns == 1 && len <= dst[0].len && len <= src[0].len) {
+		if (len)
+			sr_copy(dst[0].p, src[0].p, len);
+		return;
+	}
+	copy_segs_list(dst, nd, src, ns, len);
 }
 
 /* The initiator's payload as a gather list. */
