@@ -10,6 +10,7 @@
  *   qptab_off         struct sr_qpn_slot[SR_MAX_QPS]     QPN -> QP object
  *   srqtab_off        struct sr_qpn_slot[SR_MAX_SRQS]    SRQN -> SRQ object
  *   mcasttab_off      struct sr_mcast_group[SR_MAX_MCAST_GRP] UD multicast groups
+ *   epochtab_off      struct sr_epoch_slot[SR_MAX_EPOCH_SLOTS] data-path readers
  *   heap_off ...      objects allocated by the daemon (QPs, CQs, rings)
  *
  * Ownership: only the daemon allocates and frees heap objects and table
@@ -48,6 +49,7 @@
 #define SR_MAX_PD	    (1u << 16)
 #define SR_MAX_AH	    (1u << 20)
 #define SR_MAX_MCAST_GRP    1024
+#define SR_MAX_EPOCH_SLOTS  1024 /* threads inside a data-path call at once, host-wide */
 #define SR_MAX_MCAST_ATTACH 64
 #define SR_GID_TBL_LEN	    16
 #define SR_PKEY_TBL_LEN	    1
@@ -336,6 +338,23 @@ enum sr_stall {
 	SR_STALL_NO_ACK = 2, /* responder absent or not ready: no ACK, retried */
 };
 
+/*
+ * Epoch-based reclamation of heap chunks (src/shm/epoch.h, daemon heap.c).
+ * A thread that is about to look up other processes' objects (a peer QP by
+ * number, its CQ, its SRQ) publishes the global epoch it read in its own
+ * slot, and clears it when it is done; the daemon reuses a destroyed
+ * object's chunk only once every published epoch is at least the one the
+ * object was retired at.  One slot per cache line: each is written on
+ * every post_send by its thread only.
+ */
+struct sr_epoch_slot {
+	_Atomic uint64_t epoch; /* 0: not inside; else the epoch read on entry */
+	_Atomic uint32_t pid;	/* owner process (getpid), 0: free */
+	uint32_t tid;		/* owner thread, for `softrdma status` */
+	char pad[SR_CACHELINE - 16];
+};
+static_assert(sizeof(struct sr_epoch_slot) == SR_CACHELINE, "one slot per line");
+
 struct sr_arena_hdr {
 	uint64_t magic;
 	uint32_t version;
@@ -345,10 +364,17 @@ struct sr_arena_hdr {
 	uint64_t qptab_off;
 	uint64_t srqtab_off;
 	uint64_t mcasttab_off;
+	uint64_t epochtab_off;
 	uint64_t heap_off;
 	uint64_t heap_size;
 	_Atomic uint64_t reg_seq; /* source of sr_key_entry.reg_seq */
 	uint64_t counters[16];	  /* totals of destroyed QPs (enum sr_counter); daemon only */
+	/* reclamation (struct sr_epoch_slot): the daemon advances `epoch` (from
+	 * 1, store-release) after clearing a destroyed object's table slot;
+	 * `epoch_unslotted` counts readers that found no free slot (each pins
+	 * every chunk retired while it is inside) */
+	alignas(SR_CACHELINE) _Atomic uint64_t epoch;
+	_Atomic uint32_t epoch_unslotted;
 };
 
 /*
@@ -383,6 +409,9 @@ static inline uint32_t sr_arena_layout_version(void)
 	    offsetof(struct sr_cqe, wqe_index),
 	    offsetof(struct sr_wq, polled),
 	    sizeof(struct sr_mcast_group),
+	    sizeof(struct sr_epoch_slot),
+	    offsetof(struct sr_arena_hdr, epoch),
+	    SR_MAX_EPOCH_SLOTS,
 	    SR_CNT_MAX,
 	    SR_MAX_KEYS,
 	    SR_MAX_QPS,
@@ -426,6 +455,12 @@ static inline struct sr_mcast_group *sr_arena_mcasttab(void *base)
 {
 	const struct sr_arena_hdr *h = base;
 	return (struct sr_mcast_group *)((char *)base + h->mcasttab_off);
+}
+
+static inline struct sr_epoch_slot *sr_arena_epochtab(void *base)
+{
+	const struct sr_arena_hdr *h = base;
+	return (struct sr_epoch_slot *)((char *)base + h->epochtab_off);
 }
 
 #endif

@@ -101,8 +101,18 @@ void sr_device_init(struct sr_dev_info *dev);
 int sr_heap_init(struct sr_daemon *d, uint64_t size);
 uint64_t sr_heap_alloc(struct sr_daemon *d, uint64_t size, uint64_t *got);
 void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size);
-void sr_heap_free_later(struct sr_daemon *d, uint64_t off, uint64_t size, uint64_t now_ms);
-void sr_heap_reap(struct sr_daemon *d, uint64_t now_ms, bool all);
+/* Retires a destroyed object's chunk (its table slot already cleared): reused
+ * once no data-path reader that could have found it is still inside. */
+void sr_heap_free_later(struct sr_daemon *d, uint64_t off, uint64_t size);
+/* Reuses the retired chunks that are safe now (all: every one, at exit). */
+void sr_heap_reap(struct sr_daemon *d, bool all);
+/* The oldest epoch a live reader published (UINT64_MAX: none, 0: an
+ * unslotted reader is inside); clears the slots of dead processes. */
+uint64_t sr_heap_min_reader(struct sr_daemon *d);
+/* Frees every epoch slot of a process that is gone. */
+void sr_heap_forget_pid(struct sr_daemon *d, uint32_t pid);
+/* Chunks retired and not yet reusable, and their bytes. */
+size_t sr_heap_deferred(uint64_t *bytes);
 uint64_t sr_daemon_now_ms(void);
 uint64_t sr_heap_used(void);
 void sr_heap_fini(struct sr_daemon *d);

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -66,6 +67,10 @@ int sr_heap_init(struct sr_daemon *d, uint64_t size)
 	off += (uint64_t)SR_MAX_SRQS * sizeof(struct sr_qpn_slot);
 	h->mcasttab_off = off;
 	off += (uint64_t)SR_MAX_MCAST_GRP * sizeof(struct sr_mcast_group);
+	off = (off + SR_CACHELINE - 1) & ~(uint64_t)(SR_CACHELINE - 1);
+	h->epochtab_off = off;
+	off += (uint64_t)SR_MAX_EPOCH_SLOTS * sizeof(struct sr_epoch_slot);
+	atomic_store_explicit(&h->epoch, 1, memory_order_relaxed);
 	off = (off + 65535) & ~65535ull;
 	h->heap_off = off;
 	h->heap_size = size - off;
@@ -135,23 +140,34 @@ void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size)
 /*
  * Destroyed QPs, CQs and SRQs: their table slots are cleared at once (no
  * new lookup finds them), but an executor in another process may have
- * looked one up just before and still be writing into it.  Their chunks
- * are therefore reused only after a grace period, far longer than any
- * work request runs.  They no longer count as objects meanwhile.
+ * looked one up just before and still be writing into it, however long it
+ * was descheduled or stopped (a debugger, SIGSTOP).  So each chunk is
+ * retired at a new epoch and reused only when no thread that entered a
+ * data-path call before that epoch is still inside it (struct
+ * sr_epoch_slot, layout.h).  They no longer count as objects meanwhile.
+ *
+ * The pairing: the daemon clears the table slot, advances the epoch
+ * (store-release), fences and then reads the slots; a reader publishes its
+ * epoch, fences and then looks up.  Either the daemon sees the reader's
+ * slot, or the reader's lookup sees the cleared table slot; and a reader
+ * that read the new epoch also sees the table slot cleared.
  */
-#define SR_HEAP_GRACE_MS 500
-
 struct sr_deferred {
-	uint64_t off, size, due_ms;
+	uint64_t off, size, epoch;
 };
 
 static struct sr_deferred *sr_defer;
 static size_t sr_ndefer, sr_capdefer;
 
-void sr_heap_free_later(struct sr_daemon *d, uint64_t off, uint64_t size, uint64_t now_ms)
+void sr_heap_free_later(struct sr_daemon *d, uint64_t off, uint64_t size)
 {
+	struct sr_arena_hdr *h = d->arena;
+	uint64_t e;
+
 	if (!off)
 		return;
+	e = atomic_load_explicit(&h->epoch, memory_order_relaxed) + 1;
+	atomic_store_explicit(&h->epoch, e, memory_order_release);
 	sr_heap_inuse -= 1ull << (size_class(size) + SR_HEAP_MIN_SHIFT);
 	if (sr_ndefer == sr_capdefer) {
 		size_t ncap = sr_capdefer ? 2 * sr_capdefer : 64;
@@ -164,20 +180,78 @@ void sr_heap_free_later(struct sr_daemon *d, uint64_t off, uint64_t size, uint64
 		sr_defer = n;
 		sr_capdefer = ncap;
 	}
-	sr_defer[sr_ndefer++] = (struct sr_deferred){off, size, now_ms + SR_HEAP_GRACE_MS};
+	sr_defer[sr_ndefer++] = (struct sr_deferred){off, size, e};
 }
 
-void sr_heap_reap(struct sr_daemon *d, uint64_t now_ms, bool all)
+static bool pid_gone(pid_t pid)
 {
+	return kill(pid, 0) && errno == ESRCH;
+}
+
+uint64_t sr_heap_min_reader(struct sr_daemon *d)
+{
+	struct sr_arena_hdr *h = d->arena;
+	struct sr_epoch_slot *tab = sr_arena_epochtab(d->arena);
+	uint64_t min = UINT64_MAX;
+
+	/* pairs with the reader's barrier between publishing and looking up */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&h->epoch_unslotted, memory_order_relaxed))
+		return 0;
+	for (unsigned i = 0; i < SR_MAX_EPOCH_SLOTS; i++) {
+		uint64_t e = atomic_load_explicit(&tab[i].epoch, memory_order_relaxed);
+		uint32_t pid;
+
+		if (!e || e >= min)
+			continue;
+		pid = atomic_load_explicit(&tab[i].pid, memory_order_relaxed);
+		if (pid && pid_gone((pid_t)pid)) { /* died inside (SIGKILL) */
+			sr_heap_forget_pid(d, pid);
+			continue;
+		}
+		min = e;
+	}
+	return min;
+}
+
+void sr_heap_forget_pid(struct sr_daemon *d, uint32_t pid)
+{
+	struct sr_epoch_slot *tab = sr_arena_epochtab(d->arena);
+
+	for (unsigned i = 0; i < SR_MAX_EPOCH_SLOTS; i++) {
+		if (atomic_load_explicit(&tab[i].pid, memory_order_relaxed) != pid)
+			continue;
+		atomic_store_explicit(&tab[i].epoch, 0, memory_order_relaxed);
+		atomic_store_explicit(&tab[i].pid, 0, memory_order_release);
+	}
+}
+
+void sr_heap_reap(struct sr_daemon *d, bool all)
+{
+	uint64_t min;
 	size_t k = 0;
 
+	if (!sr_ndefer)
+		return;
+	min = all ? UINT64_MAX : sr_heap_min_reader(d);
 	for (size_t i = 0; i < sr_ndefer; i++) {
-		if (all || sr_defer[i].due_ms <= now_ms)
+		if (sr_defer[i].epoch <= min)
 			release(d, sr_defer[i].off, sr_defer[i].size);
 		else
 			sr_defer[k++] = sr_defer[i];
 	}
 	sr_ndefer = k;
+}
+
+size_t sr_heap_deferred(uint64_t *bytes)
+{
+	uint64_t b = 0;
+
+	for (size_t i = 0; i < sr_ndefer; i++)
+		b += sr_defer[i].size;
+	if (bytes)
+		*bytes = b;
+	return sr_ndefer;
 }
 
 uint64_t sr_heap_used(void)
@@ -187,7 +261,7 @@ uint64_t sr_heap_used(void)
 
 void sr_heap_fini(struct sr_daemon *d)
 {
-	sr_heap_reap(d, 0, true);
+	sr_heap_reap(d, true);
 	free(sr_defer);
 	sr_defer = NULL;
 	sr_ndefer = sr_capdefer = 0;

@@ -229,7 +229,7 @@ int main(int argc, char **argv)
 				accept_client(&d);
 		}
 		waiting = sr_daemon_tick(&d);
-		sr_heap_reap(&d, sr_daemon_now_ms(), false);
+		sr_heap_reap(&d, false);
 		if (has_resource_clients(&d)) {
 			idle_since = sr_daemon_now_ms();
 		} else if (d.idle_timeout_s > 0 &&

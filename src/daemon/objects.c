@@ -503,9 +503,8 @@ static void cq_destroy(struct sr_daemon *d, struct sr_obj *o)
 	struct sr_cq_shm *cq = sr_arena_at(d->arena, o->u.shm.off);
 
 	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
-		sr_heap_free_later(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe),
-				   sr_daemon_now_ms());
-	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size, sr_daemon_now_ms());
+		sr_heap_free_later(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
+	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size);
 	handle_free(d, o);
 	obj_unlink(o);
 }
@@ -624,7 +623,7 @@ static void srq_destroy(struct sr_daemon *d, struct sr_obj *o)
 	atomic_store_explicit(&sr_arena_srqtab(d->arena)[idx].obj_off, 0, memory_order_release);
 	d->srq_by_idx[idx] = NULL;
 	sr_idalloc_put(&d->srqn_ids, idx);
-	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size, sr_daemon_now_ms());
+	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size);
 	obj_unlink(o);
 }
 
@@ -854,7 +853,7 @@ static void qp_destroy(struct sr_daemon *d, struct sr_obj *o)
 	atomic_store_explicit(&sr_arena_qptab(d->arena)[idx].obj_off, 0, memory_order_release);
 	d->qp_by_idx[idx] = NULL;
 	sr_idalloc_put(&d->qpn_ids, idx);
-	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size, sr_daemon_now_ms());
+	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size);
 	obj_unlink(o);
 }
 
@@ -1127,6 +1126,12 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 	}
 	if (n)
 		sr_info("client %u (pid %d) gone: reclaimed %u objects", c->id, (int)c->pid, n);
+	/* its last connection: no thread of it can be inside the data path
+	 * any more (or it is dead), so its epoch slots pin nothing */
+	for (struct sr_client *o = d->clients; o; o = o->next)
+		if (o != c && o->pid == c->pid)
+			return;
+	sr_heap_forget_pid(d, (uint32_t)c->pid);
 }
 
 /* ---- timers ---- */

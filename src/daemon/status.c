@@ -142,6 +142,37 @@ static void put_obj(struct sr_daemon *d, struct sbuf *b, const struct sr_obj *o)
 	}
 }
 
+/* Chunks of destroyed objects waiting for data-path readers, and the
+ * threads inside a data-path call right now (epoch slots, layout.h). */
+static void put_reclaim(struct sbuf *b, struct sr_daemon *d)
+{
+	const struct sr_arena_hdr *h = d->arena;
+	const struct sr_epoch_slot *tab = sr_arena_epochtab(d->arena);
+	uint64_t bytes, min = sr_heap_min_reader(d);
+	size_t n = sr_heap_deferred(&bytes);
+	unsigned slots = 0;
+
+	for (unsigned i = 0; i < SR_MAX_EPOCH_SLOTS; i++)
+		slots += atomic_load_explicit(&tab[i].pid, memory_order_relaxed) != 0;
+	put(b, "  reclaim: epoch %llu, %zu retired chunks (%llu KiB) waiting, %u reader slots",
+	    (unsigned long long)atomic_load_explicit(&h->epoch, memory_order_relaxed), n,
+	    (unsigned long long)(bytes >> 10), slots);
+	if (atomic_load_explicit(&h->epoch_unslotted, memory_order_relaxed))
+		put(b, ", %u readers without a slot",
+		    atomic_load_explicit(&h->epoch_unslotted, memory_order_relaxed));
+	put(b, "\n");
+	if (min == UINT64_MAX || min == 0)
+		return;
+	for (unsigned i = 0; i < SR_MAX_EPOCH_SLOTS; i++) {
+		uint64_t e = atomic_load_explicit(&tab[i].epoch, memory_order_relaxed);
+
+		if (e)
+			put(b, "    inside: pid %u tid %u since epoch %llu\n",
+			    atomic_load_explicit(&tab[i].pid, memory_order_relaxed), tab[i].tid,
+			    (unsigned long long)e);
+	}
+}
+
 char *sr_status_text(struct sr_daemon *d, size_t *len)
 {
 	static const char *const kinds[] = {
@@ -162,6 +193,7 @@ char *sr_status_text(struct sr_daemon *d, size_t *len)
 	}
 	put(&b, "  arena: %llu MiB mapped, %llu KiB in objects\n",
 	    (unsigned long long)(d->arena_size >> 20), (unsigned long long)(sr_heap_used() >> 10));
+	put_reclaim(&b, d);
 	uint64_t tot[SR_CNT_MAX];
 
 	for (int c = 0; c < SR_CNT_MAX; c++)

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core/shmlock.h"
+#include "shm/epoch.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
 #include "verbs/internal.h"
@@ -56,6 +57,7 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	now = sr_now_ns();
+	sr_epoch_enter(ctx->arena); /* retries look up the responders */
 	for (unsigned i = 0; i < n; i++) {
 		struct sr_qp_shm *q = stalled[i];
 
@@ -71,6 +73,7 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 		if (atomic_load_explicit(&q->stalled, memory_order_relaxed))
 			atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
 	}
+	sr_epoch_exit(ctx->arena);
 	if (stalled != local)
 		free(stalled);
 }

@@ -14,6 +14,7 @@
 
 #include "core/prefetch.h"
 #include "core/shmlock.h"
+#include "shm/epoch.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
 #include "verbs/internal.h"
@@ -238,6 +239,8 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	uint32_t head, state;
 	int ret = 0;
 
+	/* from here to the end we may look up other processes' objects */
+	sr_epoch_enter_locking(ctx->arena);
 	sr_shm_lock(&s->sq_lock);
 	state = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (!can_post_send(state)) {
@@ -279,6 +282,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	run_sq(ctx, s);
 out:
 	sr_shm_unlock(&s->sq_lock);
+	sr_epoch_exit(ctx->arena);
 	return ret;
 }
 
@@ -370,10 +374,13 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	sr_shm_lock(&s->rq.prod_lock);
 	ret = post_recv_ring(ctx, &s->rq, wr, bad_wr);
 	sr_shm_unlock(&s->rq.prod_lock);
-	if (state == IBV_QPS_ERR)
+	if (state == IBV_QPS_ERR) {
 		sr_rq_flush(ctx->arena, s, sr_signal_fd, ctx);
-	else if (take_waiting(&s->rq))
+	} else if (take_waiting(&s->rq)) {
+		sr_epoch_enter(ctx->arena);
 		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, s->dest_qpn));
+		sr_epoch_exit(ctx->arena);
+	}
 	return ret;
 }
 
@@ -417,8 +424,10 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 			peers[n++] = q->shm->dest_qpn;
 		}
 		pthread_mutex_unlock(&ctx->lock);
+		sr_epoch_enter(ctx->arena);
 		for (unsigned i = 0; i < n; i++)
 			sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, peers[i]));
+		sr_epoch_exit(ctx->arena);
 		if (peers != local)
 			free(peers);
 	}
@@ -505,9 +514,13 @@ static int wr_complete(struct ibv_qp_ex *q)
 	struct sr_qp *qp = qpx_to_sqp(q);
 	int ret = qp->wr_err;
 
+	void *arena = to_sctx(q->qp_base.context)->arena;
+
 	if (!ret)
 		atomic_store_explicit(&qp->shm->sq.head, qp->wr_start_head, memory_order_release);
+	sr_epoch_enter(arena);
 	run_sq(to_sctx(q->qp_base.context), qp->shm);
+	sr_epoch_exit(arena);
 	sr_shm_unlock(&qp->shm->sq_lock);
 	return ret;
 }

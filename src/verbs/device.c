@@ -17,6 +17,7 @@
 
 #include "core/daemon_link.h"
 #include "core/log.h"
+#include "shm/epoch.h"
 #include "verbs/internal.h"
 
 /* Not in the public headers: rdma-core's private sysfs GID type. */
@@ -197,6 +198,7 @@ int ibv_close_device(struct ibv_context *context)
 	/* closing the socket makes the daemon reclaim whatever is left */
 	close(ctx->sock);
 	close(context->async_fd);
+	sr_epoch_arena_closing(ctx->arena);
 	munmap(ctx->arena, ctx->arena_size);
 	free(ctx);
 	return 0;

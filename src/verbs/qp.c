@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shm/epoch.h"
 #include "shm/exec.h"
 #include "verbs/internal.h"
 
@@ -197,8 +198,11 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	 * ACK an HCA would give on its next retry: now that we can receive,
 	 * run it (its owner may be blocked in ibv_get_cq_event). */
 	if ((qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) && qp->qp_type != IBV_QPT_UD &&
-	    was != qp->state)
+	    was != qp->state) {
+		sr_epoch_enter(ctx->arena);
 		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, to_sqp(qp)->shm->dest_qpn));
+		sr_epoch_exit(ctx->arena);
+	}
 	return 0;
 }
 
