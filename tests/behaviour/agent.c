@@ -215,6 +215,39 @@ static int64_t do_atomic_loop(struct agent_state *s, const struct ag_req *rq, st
 	return 0;
 }
 
+static int64_t do_write_loop(struct agent_state *s, const struct ag_req *rq, struct ag_rep *rp)
+{
+	struct ibv_qp *qp = rq->a[0] >= 0 && rq->a[0] < s->nqp ? s->qp[rq->a[0]] : NULL;
+	struct ibv_cq *cq = rq->a[1] >= 0 && rq->a[1] < s->ncq ? s->cq[rq->a[1]] : NULL;
+	uint64_t count = (uint64_t)rq->a[4], len = (uint64_t)rq->a[5], errors = 0;
+	struct vbuf buf;
+
+	if (!qp || !cq || !len || len > (1u << 30))
+		return -EINVAL;
+	vbuf_reg(&s->d, &buf, len, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
+	pat_fill(buf.p, len, (uint64_t)rq->a[6], 0);
+	for (uint64_t i = 0; i < count && !errors; i++) {
+		struct ibv_sge sge = {(uintptr_t)buf.p, (uint32_t)len, buf.mr->lkey};
+		struct ibv_send_wr wr, *bad;
+		struct ibv_wc wc;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = i;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uint64_t)rq->a[2];
+		wr.wr.rdma.rkey = (uint32_t)rq->a[3];
+		if (ibv_post_send(qp, &wr, &bad) || vpoll(cq, &wc, 1, 10000) != 1 ||
+		    wc.status != IBV_WC_SUCCESS)
+			errors++;
+	}
+	vbuf_free(&buf);
+	rp->a[0] = (int64_t)errors;
+	return 0;
+}
+
 static int64_t do_ud_loop(struct agent_state *s, const struct ag_req *rq, struct ag_rep *rp)
 {
 	struct ibv_qp *qp = rq->a[0] >= 0 && rq->a[0] < s->nqp ? s->qp[rq->a[0]] : NULL;
@@ -558,6 +591,8 @@ static int64_t handle(struct agent_state *s, const struct ag_req *rq, struct ag_
 		return do_atomic_loop(s, rq, rp);
 	case AG_UD_SEND_LOOP:
 		return do_ud_loop(s, rq, rp);
+	case AG_WRITE_LOOP:
+		return do_write_loop(s, rq, rp);
 	default:
 		return -ENOSYS;
 	}

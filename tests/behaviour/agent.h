@@ -56,6 +56,9 @@ enum ag_op {
 			    increment), a6 batch -> a0 errors; payload: returned values */
 	AG_UD_SEND_LOOP, /* a0 qp, a1 cq, a2 count, a3 dest qpn, a4 qkey, a5 tag; payload: dest
 			    GID (see ud_send_loop) -> a0 errors */
+	AG_WRITE_LOOP,	 /* a0 qp, a1 cq, a2 raddr, a3 rkey, a4 count, a5 len, a6 stream: count
+			    signaled RDMA WRITEs of len bytes of stream, one at a time
+			    -> a0 errors */
 	AG_EXIT,
 };
 
