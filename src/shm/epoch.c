@@ -119,7 +119,7 @@ void sr_epoch_enter_slow(void *arena)
 			if (list[i].arena == arena)
 				s = t->slot;
 			else
-				drop(i); /* one slot per thread: move it */
+				drop(i); /* another daemon's arena: move the slot */
 			break;
 		}
 	if (!s)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,6 +112,67 @@ int ibv_get_device_index(struct ibv_device *device)
 	return device ? 0 : -1;
 }
 
+/*
+ * One mapping of the arena per process, shared by all its contexts on the
+ * same daemon (recognised by the memfd's inode): 8 GiB of address space and
+ * page tables once, not per context, and one epoch slot per thread
+ * (src/shm/epoch.h) whatever context it posts on.
+ */
+struct arena_map {
+	dev_t dev;
+	ino_t ino;
+	void *base;
+	size_t size;
+	unsigned refs;
+};
+
+static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct arena_map arena_maps[8];
+
+static void *arena_get(int fd, size_t size)
+{
+	struct arena_map *m, *unused = NULL;
+	struct stat st;
+	void *base = MAP_FAILED;
+
+	if (fstat(fd, &st))
+		return MAP_FAILED;
+	pthread_mutex_lock(&arena_mu);
+	for (m = arena_maps; m < arena_maps + 8; m++) {
+		if (m->refs && m->dev == st.st_dev && m->ino == st.st_ino && m->size == size) {
+			m->refs++;
+			base = m->base;
+			goto out;
+		}
+		if (!m->refs && !unused)
+			unused = m;
+	}
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base != MAP_FAILED && unused)
+		*unused = (struct arena_map){st.st_dev, st.st_ino, base, size, 1};
+	/* (more than 8 daemons at once: this one stays private to the context) */
+out:
+	pthread_mutex_unlock(&arena_mu);
+	return base;
+}
+
+static void arena_put(void *base, size_t size)
+{
+	pthread_mutex_lock(&arena_mu);
+	for (struct arena_map *m = arena_maps; m < arena_maps + 8; m++)
+		if (m->refs && m->base == base) {
+			if (--m->refs) {
+				pthread_mutex_unlock(&arena_mu);
+				return;
+			}
+			break;
+		}
+	/* the last context on it: no thread may be inside a call on it now */
+	sr_epoch_arena_closing(base);
+	munmap(base, size);
+	pthread_mutex_unlock(&arena_mu);
+}
+
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct sr_context *ctx;
@@ -139,8 +201,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ret = sr_hello(ctx->sock, false, &ctx->dev, &arena_fd);
 	if (ret)
 		goto err_sock;
-	ctx->arena =
-	    mmap(NULL, ctx->dev.arena_size, PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd, 0);
+	ctx->arena = arena_get(arena_fd, ctx->dev.arena_size);
 	close(arena_fd);
 	if (ctx->arena == MAP_FAILED) {
 		ret = -errno;
@@ -176,7 +237,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 err_efd:
 	close(efd);
 err_unmap:
-	munmap(ctx->arena, ctx->dev.arena_size);
+	arena_put(ctx->arena, ctx->dev.arena_size);
 err_sock:
 	close(ctx->sock);
 err_free:
@@ -198,8 +259,7 @@ int ibv_close_device(struct ibv_context *context)
 	/* closing the socket makes the daemon reclaim whatever is left */
 	close(ctx->sock);
 	close(context->async_fd);
-	sr_epoch_arena_closing(ctx->arena);
-	munmap(ctx->arena, ctx->arena_size);
+	arena_put(ctx->arena, ctx->arena_size);
 	free(ctx);
 	return 0;
 }

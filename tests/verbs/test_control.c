@@ -666,6 +666,49 @@ static void test_device_list(void)
 	CHECK_RET(ibv_close_device(ctx), 0);
 }
 
+/* Mappings of the daemon's arena in this process (/proc/self/maps). */
+static int arena_mappings(void)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	REQUIRE(f != NULL);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "softrdma-arena") != NULL;
+	fclose(f);
+	return n;
+}
+
+/* Contexts share one mapping of the arena, which goes with the last of
+ * them; and a QP pair across two contexts of one process works. */
+static void test_contexts_share_arena(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx[3];
+
+	REQUIRE(list && list[0]);
+	CHECK_EQ(arena_mappings(), 0);
+	for (int i = 0; i < 3; i++) {
+		ctx[i] = ibv_open_device(list[0]);
+		REQUIRE(ctx[i] != NULL);
+		CHECK_EQ(arena_mappings(), 1);
+	}
+	CHECK_RET(ibv_close_device(ctx[1]), 0);
+	CHECK_EQ(arena_mappings(), 1);
+	CHECK_RET(ibv_close_device(ctx[0]), 0);
+	CHECK_EQ(arena_mappings(), 1);
+	CHECK_RET(ibv_close_device(ctx[2]), 0);
+	CHECK_EQ(arena_mappings(), 0);
+	/* and again from nothing */
+	ctx[0] = ibv_open_device(list[0]);
+	REQUIRE(ctx[0] != NULL);
+	CHECK_EQ(arena_mappings(), 1);
+	CHECK_RET(ibv_close_device(ctx[0]), 0);
+	CHECK_EQ(arena_mappings(), 0);
+	ibv_free_device_list(list);
+}
+
 /* No daemon: an empty list and *num = 0, never a crash (perftest reads n). */
 static void test_device_list_no_daemon(void)
 {
@@ -3035,6 +3078,7 @@ static void test_unsupported(void)
 /* clang-format off */
 static const struct sr_test_case tests[] = {
 	SR_TEST(device_list)
+	SR_TEST(contexts_share_arena)
 	SR_TEST(device_list_no_daemon)
 	SR_TEST(query_device)
 	SR_TEST(query_device_ex)
