@@ -201,9 +201,13 @@ static struct sr_kcache_ent *kcache(void)
 {
 	if (__builtin_expect(!sr_kcache, 0)) {
 		pthread_once(&sr_kcache_once, kcache_key_init);
-		sr_kcache = calloc(SR_KCACHE, sizeof(*sr_kcache));
-		if (sr_kcache)
+		void *p = NULL;
+
+		if (!posix_memalign(&p, SR_CACHELINE, SR_KCACHE * sizeof(*sr_kcache))) {
+			memset(p, 0, SR_KCACHE * sizeof(*sr_kcache));
+			sr_kcache = p;
 			pthread_setspecific(sr_kcache_key, sr_kcache);
+		}
 	}
 	return sr_kcache;
 }
@@ -248,7 +252,7 @@ enum sr_key_result sr_key_resolve_slow(struct sr_context *ctx, uint32_t key, uin
 	if (__builtin_expect(c != NULL, 1)) {
 		ce = &c[idx % SR_KCACHE];
 		/* (the MR hit is handled inline by sr_key_resolve) a window hit */
-		if (ce->key == key && ce->base && ce->e.kind != SR_KEY_MR &&
+		if (ce->key == key && ce->base && ce->kind != SR_KEY_MR &&
 		    entry_seq(ctx->arena, idx) == ce->seq &&
 		    entry_seq(ctx->arena, ce->mr_index) == ce->mr_seq)
 			return check(&ce->e, &ce->mr, ce->base, va, len, need, pd, qpn, remote,
@@ -275,6 +279,11 @@ enum sr_key_result sr_key_resolve_slow(struct sr_context *ctx, uint32_t key, uin
 	     (!(mr_seq & 1) && entry_seq(ctx->arena, sr_key_index(e.parent_key)) == mr_seq))) {
 		ce->key = key;
 		ce->seq = seq;
+		ce->kind = e.kind;
+		ce->pd = e.pd;
+		ce->access = e.access;
+		ce->iova = e.iova;
+		ce->length = e.length;
 		ce->mr_seq = mr_seq;
 		ce->mr_index = sr_key_index(e.parent_key);
 		ce->e = e;
