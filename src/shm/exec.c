@@ -415,7 +415,8 @@ static enum xres remote_fail(struct xfer *x, struct sr_qp_shm *t, enum ibv_wc_st
 }
 
 /* SEND on RC/UC, the payload gathered: into the connected peer's RQ. */
-static enum xres send_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
+static inline __attribute__((always_inline)) enum xres
+send_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
 {
 	struct sr_qp_shm *t = connected_peer(x);
 	enum xres res;
@@ -487,7 +488,8 @@ static enum xres exec_send(struct xfer *x)
 }
 
 /* RDMA WRITE (with immediate), the payload gathered: into the peer's memory. */
-static enum xres write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
+static inline __attribute__((always_inline)) enum xres
+write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
 {
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
@@ -547,7 +549,8 @@ static enum xres exec_write(struct xfer *x)
 }
 
 /* RDMA READ, the local scatter list mapped: from the peer's memory. */
-static enum xres read_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
+static inline __attribute__((always_inline)) enum xres
+read_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
 {
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
