@@ -49,7 +49,9 @@
 #define SR_MAX_PD	    (1u << 16)
 #define SR_MAX_AH	    (1u << 20)
 #define SR_MAX_MCAST_GRP    1024
-#define SR_MAX_EPOCH_SLOTS  1024 /* threads inside a data-path call at once, host-wide */
+#define SR_MAX_EPOCH_SLOTS  4096 /* data-path threads host-wide (a slot each, for life) */
+#define SR_EPOCH_OVERFLOW_SLOTS 256 /* the last ones: one per process, shared by its
+				       * threads when the others are all taken */
 #define SR_MAX_MCAST_ATTACH 64
 #define SR_GID_TBL_LEN	    16
 #define SR_PKEY_TBL_LEN	    1
@@ -350,7 +352,7 @@ enum sr_stall {
 struct sr_epoch_slot {
 	_Atomic uint64_t epoch; /* 0: not inside; else the epoch read on entry */
 	_Atomic uint32_t pid;	/* owner process (getpid), 0: free */
-	uint32_t tid;		/* owner thread, for `softrdma status` */
+	_Atomic uint32_t tid;	/* owner thread, for `softrdma status` */
 	char pad[SR_CACHELINE - 16];
 };
 static_assert(sizeof(struct sr_epoch_slot) == SR_CACHELINE, "one slot per line");
@@ -412,6 +414,7 @@ static inline uint32_t sr_arena_layout_version(void)
 	    sizeof(struct sr_epoch_slot),
 	    offsetof(struct sr_arena_hdr, epoch),
 	    SR_MAX_EPOCH_SLOTS,
+	    SR_EPOCH_OVERFLOW_SLOTS,
 	    SR_CNT_MAX,
 	    SR_MAX_KEYS,
 	    SR_MAX_QPS,

@@ -111,6 +111,9 @@ void sr_heap_reap(struct sr_daemon *d, bool all);
 uint64_t sr_heap_min_reader(struct sr_daemon *d);
 /* Frees every epoch slot of a process that is gone. */
 void sr_heap_forget_pid(struct sr_daemon *d, uint32_t pid);
+/* Frees the slots of every process that is gone, pinning or not (a fork
+ * child's, whose connection carries its parent's pid). */
+void sr_heap_sweep_slots(struct sr_daemon *d);
 /* Chunks retired and not yet reusable, and their bytes. */
 size_t sr_heap_deferred(uint64_t *bytes);
 uint64_t sr_daemon_now_ms(void);

@@ -174,8 +174,9 @@ void sr_heap_free_later(struct sr_daemon *d, uint64_t off, uint64_t size)
 		struct sr_deferred *n = realloc(sr_defer, ncap * sizeof(*n));
 
 		if (!n) {
-			release(d, off, size); /* no memory for the list: reuse now */
-			return;
+			sr_warn("no memory to defer a chunk of %llu bytes: leaked",
+				(unsigned long long)size);
+			return; /* never reuse it early */
 		}
 		sr_defer = n;
 		sr_capdefer = ncap;
@@ -197,8 +198,8 @@ uint64_t sr_heap_min_reader(struct sr_daemon *d)
 	/* pairs with the reader's barrier between publishing and looking up */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&h->epoch_unslotted, memory_order_relaxed))
-		return 0;
-	for (unsigned i = 0; i < SR_MAX_EPOCH_SLOTS; i++) {
+		min = 0;
+	for (unsigned i = 0; min && i < SR_MAX_EPOCH_SLOTS; i++) {
 		uint64_t e = atomic_load_explicit(&tab[i].epoch, memory_order_relaxed);
 		uint32_t pid;
 
@@ -211,7 +212,30 @@ uint64_t sr_heap_min_reader(struct sr_daemon *d)
 		}
 		min = e;
 	}
+	/* what readers did before leaving (their release stores of 0) happens
+	 * before the caller reuses a chunk */
+	atomic_thread_fence(memory_order_acquire);
 	return min;
+}
+
+void sr_heap_sweep_slots(struct sr_daemon *d)
+{
+	struct sr_epoch_slot *tab = sr_arena_epochtab(d->arena);
+	uint32_t last = 0;
+	bool last_gone = false;
+
+	for (unsigned i = 0; i < SR_MAX_EPOCH_SLOTS; i++) {
+		uint32_t pid = atomic_load_explicit(&tab[i].pid, memory_order_relaxed);
+
+		if (!pid)
+			continue;
+		if (pid != last) { /* a process's slots are usually together */
+			last = pid;
+			last_gone = pid_gone((pid_t)pid);
+		}
+		if (last_gone)
+			sr_heap_forget_pid(d, pid);
+	}
 }
 
 void sr_heap_forget_pid(struct sr_daemon *d, uint32_t pid)

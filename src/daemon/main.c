@@ -153,7 +153,7 @@ int main(int argc, char **argv)
 	struct pollfd *pfd = NULL;
 	struct sr_client **who = NULL;
 	size_t cap = 0;
-	uint64_t idle_since;
+	uint64_t idle_since, last_sweep = 0;
 	bool waiting = false;
 	const char *e;
 	int ret;
@@ -230,6 +230,10 @@ int main(int argc, char **argv)
 		}
 		waiting = sr_daemon_tick(&d);
 		sr_heap_reap(&d, false);
+		if (sr_daemon_now_ms() - last_sweep >= 1000) {
+			sr_heap_sweep_slots(&d);
+			last_sweep = sr_daemon_now_ms();
+		}
 		if (has_resource_clients(&d)) {
 			idle_since = sr_daemon_now_ms();
 		} else if (d.idle_timeout_s > 0 &&

@@ -18,6 +18,8 @@
 #include "shm/qp_err.h"
 #include "verbs/internal.h"
 
+/* Caller is inside a reader section (epoch.h), entered before this walks
+ * the context's QP list: the retries look up the responders. */
 static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 {
 	/* Every stalled QP of this CQ, however many: a fixed cap (it was 16)
@@ -57,7 +59,6 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	now = sr_now_ns();
-	sr_epoch_enter(ctx->arena); /* retries look up the responders */
 	for (unsigned i = 0; i < n; i++) {
 		struct sr_qp_shm *q = stalled[i];
 
@@ -73,7 +74,6 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 		if (atomic_load_explicit(&q->stalled, memory_order_relaxed))
 			atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
 	}
-	sr_epoch_exit(ctx->arena);
 	if (stalled != local)
 		free(stalled);
 }
@@ -135,6 +135,9 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 
 	if (num < 0)
 		return -EINVAL;
+	/* a polled receive frees its slot in our QP, which another thread may
+	 * be destroying; retries look up responders */
+	sr_epoch_enter_locking(ctx->arena);
 	sr_shm_lock(&cq->poll_lock);
 	cons = atomic_load_explicit(&s->cons, memory_order_relaxed);
 	while (n < num) {
@@ -152,6 +155,7 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	sr_shm_unlock(&cq->poll_lock);
 	if (!n)
 		retry_stalled(ctx, cq);
+	sr_epoch_exit();
 	return n;
 }
 
@@ -200,11 +204,14 @@ static int start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
+	/* as in sr_poll_cq; the section lasts until end_poll */
+	sr_epoch_enter_locking(to_sctx(c->context)->arena);
 	sr_shm_lock(&cq->poll_lock);
 	ret = take_one(cq);
 	if (ret) {
 		sr_shm_unlock(&cq->poll_lock);
 		retry_stalled(to_sctx(c->context), cq);
+		sr_epoch_exit();
 	}
 	return ret;
 }
@@ -217,6 +224,7 @@ static int next_poll(struct ibv_cq_ex *c)
 static void end_poll(struct ibv_cq_ex *c)
 {
 	sr_shm_unlock(&cqx(c)->poll_lock);
+	sr_epoch_exit();
 }
 
 static enum ibv_wc_opcode read_opcode(struct ibv_cq_ex *c)

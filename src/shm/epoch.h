@@ -3,11 +3,13 @@
  * (struct sr_epoch_slot in layout.h; the daemon's side is heap.c).
  *
  * Every library call that looks up another process's objects (a peer QP
- * by number, then its RQ, CQ or SRQ) runs between sr_epoch_enter() and
+ * by number, then its RQ, CQ or SRQ), or one of its own that another
+ * thread may be destroying, runs between sr_epoch_enter() and
  * sr_epoch_exit(), so a chunk it may still be using is never handed to a
  * new object, however long the thread is descheduled or stopped in between
- * (a debugger, SIGSTOP).  Sections do not nest (none of the callers runs
- * another's code), which keeps the fast path at a dozen instructions.
+ * (a debugger, SIGSTOP).  Sections nest (an extended-CQ poll spans the
+ * application's code between start_poll and end_poll); only the outermost
+ * publishes.
  *
  * The cost is a TLS check and two stores to the thread's own cache line,
  * plus one full barrier between publishing and the first lookup.
@@ -15,6 +17,12 @@
  * acquisition (a locked read-modify-write, itself a full barrier on x86):
  * there the barrier is the lock's, as Linux's smp_mb__after_atomic() is a
  * no-op on x86; other architectures get an explicit fence.
+ *
+ * A thread keeps its slot for its life.  When the slots for threads are
+ * all taken, a thread shares its process's overflow slot (one of the last
+ * SR_EPOCH_OVERFLOW_SLOTS), published while any thread of the process is
+ * inside; when even those are taken, a host-wide counter that pins every
+ * retired chunk while it is non-zero.
  */
 #ifndef SR_SHM_EPOCH_H
 #define SR_SHM_EPOCH_H
@@ -24,22 +32,30 @@
 
 #include <softrdma/layout.h>
 
+enum sr_epoch_mode {
+	SR_EPOCH_OWN,	   /* the thread's own slot */
+	SR_EPOCH_SHARED,   /* the process's overflow slot */
+	SR_EPOCH_UNSLOTTED /* counted in epoch_unslotted */
+};
+
 struct sr_epoch_tls {
-	void *arena;		    /* the mapping `slot` is in; NULL: no slot */
-	struct sr_epoch_slot *slot; /* this thread's */
+	void *arena;		    /* the mapping `slot` is in; NULL: no own slot */
+	struct sr_epoch_slot *slot; /* this thread's own */
 	unsigned long gen;	    /* sr_epoch_gen when it was claimed */
-	bool unslotted;		    /* inside, counted in epoch_unslotted */
+	unsigned depth;		    /* sections entered and not left */
+	enum sr_epoch_mode mode;    /* of the outermost section */
+	void *mode_arena;	    /* the arena that section is in */
 };
 
 extern __thread struct sr_epoch_tls sr_epoch_tls __attribute__((tls_model("initial-exec")));
-/* Advanced by every ibv_close_device: slots claimed before may have been
- * given back with the arena mapping they were in. */
+/* Advanced by every last close of an arena mapping: slots claimed before
+ * may have been given back with it. */
 extern _Atomic unsigned long sr_epoch_gen;
 
-/* Entry when the thread has no valid slot in this arena mapping yet. */
+/* Outermost entry when the thread has no valid own slot in this mapping. */
 void sr_epoch_enter_slow(void *arena);
-/* Exit of an unslotted section. */
-void sr_epoch_exit_unslotted(void *arena);
+/* Outermost exit of a section on the overflow slot or the counter. */
+void sr_epoch_exit_slow(void);
 
 static inline void sr_epoch_publish(void *arena, bool full_barrier)
 {
@@ -47,6 +63,8 @@ static inline void sr_epoch_publish(void *arena, bool full_barrier)
 	const struct sr_arena_hdr *h = arena;
 	uint64_t e;
 
+	if (t->depth++)
+		return;
 	if (__builtin_expect(t->arena != arena ||
 				 t->gen !=
 				     atomic_load_explicit(&sr_epoch_gen, memory_order_relaxed),
@@ -58,9 +76,9 @@ static inline void sr_epoch_publish(void *arena, bool full_barrier)
 	 * daemon cleared before advancing it */
 	e = atomic_load_explicit(&h->epoch, memory_order_acquire);
 #if defined(__x86_64__) || defined(__i386__)
-	if (full_barrier)
+	if (full_barrier) {
 		atomic_exchange_explicit(&t->slot->epoch, e, memory_order_seq_cst);
-	else {
+	} else {
 		atomic_store_explicit(&t->slot->epoch, e, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst); /* stays before the lock */
 	}
@@ -84,16 +102,18 @@ static inline void sr_epoch_enter_locking(void *arena)
 	sr_epoch_publish(arena, false);
 }
 
-/* A context's arena mapping is about to go: the slots claimed in it are
- * given back (no thread may be inside a call on that context now). */
+/* The arena mapping is about to go (its last context closes): the slots
+ * claimed in it are given back.  No thread may be inside a call on it. */
 void sr_epoch_arena_closing(void *arena);
 
-static inline void sr_epoch_exit(void *arena)
+static inline void sr_epoch_exit(void)
 {
 	struct sr_epoch_tls *t = &sr_epoch_tls;
 
-	if (__builtin_expect(t->unslotted, 0)) {
-		sr_epoch_exit_unslotted(arena);
+	if (--t->depth)
+		return;
+	if (__builtin_expect(t->mode != SR_EPOCH_OWN, 0)) {
+		sr_epoch_exit_slow();
 		return;
 	}
 	/* release: every access of the section happens before the daemon,

@@ -282,7 +282,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	run_sq(ctx, s);
 out:
 	sr_shm_unlock(&s->sq_lock);
-	sr_epoch_exit(ctx->arena);
+	sr_epoch_exit();
 	return ret;
 }
 
@@ -379,7 +379,7 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	} else if (take_waiting(&s->rq)) {
 		sr_epoch_enter(ctx->arena);
 		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, s->dest_qpn));
-		sr_epoch_exit(ctx->arena);
+		sr_epoch_exit();
 	}
 	return ret;
 }
@@ -427,7 +427,7 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 		sr_epoch_enter(ctx->arena);
 		for (unsigned i = 0; i < n; i++)
 			sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, peers[i]));
-		sr_epoch_exit(ctx->arena);
+		sr_epoch_exit();
 		if (peers != local)
 			free(peers);
 	}
@@ -520,7 +520,7 @@ static int wr_complete(struct ibv_qp_ex *q)
 		atomic_store_explicit(&qp->shm->sq.head, qp->wr_start_head, memory_order_release);
 	sr_epoch_enter(arena);
 	run_sq(to_sctx(q->qp_base.context), qp->shm);
-	sr_epoch_exit(arena);
+	sr_epoch_exit();
 	sr_shm_unlock(&qp->shm->sq_lock);
 	return ret;
 }

@@ -219,12 +219,19 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DESTROY_CQ;
 	req.handle = cq->handle;
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
-	if (ret)
-		return -ret; /* EBUSY while QPs use it */
+	/* off the context's lists first: whoever walks them (async events,
+	 * poll_cq's retries) must not find an object whose memory the daemon
+	 * may hand out again */
 	pthread_mutex_lock(&ctx->lock);
 	sr_list_del(&cq->link);
 	pthread_mutex_unlock(&ctx->lock);
+	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (ret) { /* EBUSY while QPs use it */
+		pthread_mutex_lock(&ctx->lock);
+		sr_list_add(&ctx->cqs, &cq->link);
+		pthread_mutex_unlock(&ctx->lock);
+		return -ret;
+	}
 	if (ibcq->channel)
 		__atomic_sub_fetch(&ibcq->channel->refcnt, 1, __ATOMIC_RELAXED);
 	free(cq);

@@ -256,10 +256,13 @@ int ibv_close_device(struct ibv_context *context)
 	/* backings outlive the context when another context's MRs share them:
 	 * they must not keep its (soon freed) pointer */
 	sr_mr_context_closing(ctx);
+	/* the mapping first: its epoch slots are given back while they are
+	 * still ours (the daemon frees a process's slots when its last
+	 * connection closes, and another process may claim them at once) */
+	arena_put(ctx->arena, ctx->arena_size);
 	/* closing the socket makes the daemon reclaim whatever is left */
 	close(ctx->sock);
 	close(context->async_fd);
-	arena_put(ctx->arena, ctx->arena_size);
 	free(ctx);
 	return 0;
 }

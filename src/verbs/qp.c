@@ -201,7 +201,7 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	    was != qp->state) {
 		sr_epoch_enter(ctx->arena);
 		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, to_sqp(qp)->shm->dest_qpn));
-		sr_epoch_exit(ctx->arena);
+		sr_epoch_exit();
 	}
 	return 0;
 }
@@ -268,12 +268,19 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DESTROY_QP;
 	req.handle = qp->qp_num;
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
-	if (ret)
-		return -ret;
+	/* off the context's lists first: whoever walks them (async events,
+	 * poll_cq's retries) must not find an object whose memory the daemon
+	 * may hand out again */
 	pthread_mutex_lock(&ctx->lock);
 	sr_list_del(&to_sqp(qp)->link);
 	pthread_mutex_unlock(&ctx->lock);
+	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (ret) {
+		pthread_mutex_lock(&ctx->lock);
+		sr_list_add(&ctx->qps, &to_sqp(qp)->link);
+		pthread_mutex_unlock(&ctx->lock);
+		return -ret;
+	}
 	free(to_sqp(qp));
 	return 0;
 }

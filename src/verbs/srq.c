@@ -137,12 +137,19 @@ int ibv_destroy_srq(struct ibv_srq *srq)
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DESTROY_SRQ;
 	req.handle = to_ssrq(srq)->srqn;
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
-	if (ret)
-		return -ret; /* EBUSY while QPs use it */
+	/* off the context's lists first: whoever walks them (async events,
+	 * poll_cq's retries) must not find an object whose memory the daemon
+	 * may hand out again */
 	pthread_mutex_lock(&ctx->lock);
 	sr_list_del(&to_ssrq(srq)->link);
 	pthread_mutex_unlock(&ctx->lock);
+	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (ret) { /* EBUSY while QPs use it */
+		pthread_mutex_lock(&ctx->lock);
+		sr_list_add(&ctx->srqs, &to_ssrq(srq)->link);
+		pthread_mutex_unlock(&ctx->lock);
+		return -ret;
+	}
 	free(to_ssrq(srq));
 	return 0;
 }

@@ -12,7 +12,10 @@
  *  - SIGCONT: the waiting chunks are reused (status shows none waiting)
  *    while the agent writes on, and its data lands intact;
  *  - the same with the stopped agent SIGKILLed instead: the daemon clears
- *    a dead process's slot and the chunks are reused.
+ *    a dead process's slot and the chunks are reused;
+ *  - the first again with the writer allowed no slot of its own
+ *    (SOFTRDMA_EPOCH_OWN_SLOTS=0): its process's shared overflow slot pins
+ *    the chunks just the same.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -138,7 +141,7 @@ static void kill_agent(struct agent *ag)
 	ag->c.pid = -1;
 }
 
-static void one_round(bool kill_it)
+static void one_round(bool kill_it, bool shared_slot)
 {
 	struct agent ag;
 	struct vdev d;
@@ -151,7 +154,10 @@ static void one_round(bool kill_it)
 	int acq;
 
 	rng_init(&r, kill_it ? 93 : 92);
+	if (shared_slot)
+		setenv("SOFTRDMA_EPOCH_OWN_SLOTS", "0", 1); /* for the agent only */
 	agent_start(&ag, "writer");
+	unsetenv("SOFTRDMA_EPOCH_OWN_SLOTS");
 	vdev_open(&d);
 	acq = ag_cq(&ag, 16, 0);
 	aq = ag_qp_create(&ag, IBV_QPT_RC, acq, acq, -1, 0, 0);
@@ -168,7 +174,8 @@ static void one_round(bool kill_it)
 	read_status(0, &st);
 	CHECK_EQ(st.waiting, 0);
 
-	sr_note("%s: agent stopped inside a WRITE", kill_it ? "kill" : "continue");
+	sr_note("%s%s: agent stopped inside a WRITE", kill_it ? "kill" : "continue",
+		shared_slot ? " (shared slot)" : "");
 	if (!stop_inside(&ag, &aq, acq, &tgt)) {
 		/* not a softrdma failure by itself, but the test proved nothing */
 		CHECK(!"no SIGSTOP landed inside ibv_post_send");
@@ -209,6 +216,8 @@ out:
 
 void test_reclaim_waits_for_readers(void)
 {
-	one_round(false);
-	one_round(true);
+	one_round(false, false);
+	one_round(true, false);
+	/* the writer without a slot of its own: its process's shared one */
+	one_round(false, true);
 }
