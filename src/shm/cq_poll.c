@@ -171,6 +171,10 @@ int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	} else {
 		atomic_store_explicit(&s->arm, SR_CQ_ARM_NEXT, memory_order_release);
 	}
+	/* pairs with the producer's fence between publishing an entry and
+	 * reading arm (sr_cq_publish): the poll that follows an arming sees
+	 * every completion that raised no event */
+	atomic_thread_fence(memory_order_seq_cst);
 	return 0;
 }
 

@@ -69,11 +69,21 @@ void sr_cq_publish(struct sr_cq_shm *cq, struct sr_cqe *slot, const struct sr_cq
 	atomic_store_explicit(&cq->prod, prod + 1, memory_order_release);
 	sr_shm_unlock(&cq->lock);
 
+	/* No channel, no events: nobody could wait for one. */
+	if (!cq->channel_fd_id)
+		return;
+	/* Store-buffer pairing with sr_req_notify_cq, which stores arm, fences
+	 * and polls: either it sees this entry, or we see it armed.  Without
+	 * the fences each side could miss the other's store (x86 lets a load
+	 * pass an earlier store) and the owner would sleep in ibv_get_cq_event
+	 * over a completion that is already there: seen as a rare hang of
+	 * ibv_rc_pingpong -e, both sides waiting for an event. */
+	atomic_thread_fence(memory_order_seq_cst);
 	arm = atomic_load_explicit(&cq->arm, memory_order_acquire);
 	if (arm == SR_CQ_ARM_NEXT || (arm == SR_CQ_ARM_SOLICITED && solicited)) {
 		if (atomic_compare_exchange_strong(&cq->arm, &arm, SR_CQ_DISARMED)) {
 			atomic_fetch_add_explicit(&cq->events, 1, memory_order_release);
-			if (cq->channel_fd_id && signal)
+			if (signal)
 				signal(arg, cq->channel_fd_id);
 		}
 	}
