@@ -38,6 +38,10 @@
 #define SR_MAX_SRQS	      (1u << 17)
 #define SR_ARENA_DEFAULT_SIZE (8ull << 30) /* sparse memfd: pages cost only when touched */
 
+/* The last SR_EPOCH_OVERFLOW_SLOTS epoch slots: one per process, shared by
+ * its threads when the others are all taken (src/shm/epoch.h). */
+#define SR_EPOCH_OVERFLOW_SLOTS 256
+
 /* Device capabilities: advertised by query_device and enforced by the daemon. */
 #define SR_MAX_QP_WR	    16384
 #define SR_MAX_SGE	    32
@@ -50,8 +54,6 @@
 #define SR_MAX_AH	    (1u << 20)
 #define SR_MAX_MCAST_GRP    1024
 #define SR_MAX_EPOCH_SLOTS  4096 /* data-path threads host-wide (a slot each, for life) */
-#define SR_EPOCH_OVERFLOW_SLOTS 256 /* the last ones: one per process, shared by its
-				       * threads when the others are all taken */
 #define SR_MAX_MCAST_ATTACH 64
 #define SR_GID_TBL_LEN	    16
 #define SR_PKEY_TBL_LEN	    1
