@@ -575,23 +575,34 @@ read_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
 	return X_DONE;
 }
 
-static enum xres exec_read(struct xfer *x)
+/* READ and atomics: the WQE's scatter list, which the response is written
+ * into; false (LOC_PROT_ERR set) if a key does not allow it. */
+static bool map_response_dst(struct xfer *x, struct seg *dst, uint64_t *len)
 {
 	struct sr_send_wqe *w = x->w;
+
+	if (map_sges(x->ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
+		     x->qp->pd, x->qp->qpn, dst, len)) {
+		x->status = IBV_WC_LOC_PROT_ERR;
+		return false;
+	}
+	return true;
+}
+
+static enum xres exec_read(struct xfer *x)
+{
 	struct seg dst[SR_MAX_SGE];
 	uint64_t len;
 
-	if (map_sges(x->ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
-		     x->qp->pd, x->qp->qpn, dst, &len)) {
-		x->status = IBV_WC_LOC_PROT_ERR;
+	if (!map_response_dst(x, dst, &len))
 		return X_ERR;
-	}
 	x->byte_len = len;
-	return read_connected(x, dst, w->num_sge, len);
+	return read_connected(x, dst, x->w->num_sge, len);
 }
 
-/* CMP_AND_SWP / FETCH_AND_ADD, the 8-byte local result buffer mapped. */
-static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd)
+/* CMP_AND_SWP / FETCH_AND_ADD, the local result buffer mapped (len bytes,
+ * which must be 8). */
+static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
 {
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
@@ -599,6 +610,11 @@ static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd)
 	uint64_t orig;
 	void *p = NULL;
 
+	if (len != 8) {
+		x->status = IBV_WC_LOC_LEN_ERR;
+		return X_ERR;
+	}
+	x->byte_len = 8;
 	t = connected_peer(x);
 	if (!t)
 		return X_STALL_NOACK;
@@ -625,21 +641,12 @@ static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd)
 
 static enum xres exec_atomic(struct xfer *x)
 {
-	struct sr_send_wqe *w = x->w;
 	struct seg dst[SR_MAX_SGE];
 	uint64_t len;
 
-	if (map_sges(x->ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
-		     x->qp->pd, x->qp->qpn, dst, &len)) {
-		x->status = IBV_WC_LOC_PROT_ERR;
+	if (!map_response_dst(x, dst, &len))
 		return X_ERR;
-	}
-	if (len != 8) {
-		x->status = IBV_WC_LOC_LEN_ERR;
-		return X_ERR;
-	}
-	x->byte_len = 8;
-	return atomic_connected(x, dst, w->num_sge);
+	return atomic_connected(x, dst, x->w->num_sge, len);
 }
 
 static enum xres exec_bind(struct xfer *x)
@@ -880,12 +887,7 @@ bool sr_exec_direct(struct sr_context *ctx, struct sr_qp_shm *qp, const struct i
 		r = read_connected(&x, &buf, 1, sg->length);
 		break;
 	default: /* the two atomics */
-		if (sg->length != 8) {
-			x.status = IBV_WC_LOC_LEN_ERR;
-			r = X_ERR;
-			goto not_done;
-		}
-		r = atomic_connected(&x, &buf, 1);
+		r = atomic_connected(&x, &buf, 1, sg->length);
 		break;
 	}
 	if (r == X_DONE) {
