@@ -2,6 +2,7 @@
  * memcpy_bw: the single-thread copy limit, per message size.
  *
  *   memcpy_bw [-a] [-t MS] [-r REPS] SIZE...
+ *   memcpy_bw -p
  *
  * For each SIZE (bytes; K/M suffixes accepted) it copies a SIZE-byte source
  * buffer to a SIZE-byte destination buffer over and over, so that the two
@@ -16,11 +17,12 @@
  * that is the routine the softrdma data path calls too.
  *
  * -a copies with sr_copy() instead (src/core/copy.c, linked in by
- * bench/run.sh): what the data path really does, which from about 3/8 of
- * the L2 up walks the buffer in pieces, alternately forwards and backwards,
- * so that a copy repeated on the same buffers starts where the last one
- * left the cache warm.  Both are limits of a single thread copying; the
- * report's targets use plain memcpy, as the issue defines them.
+ * bench/run.sh): what the data path really does, which above half the L1d
+ * walks the buffer in pieces (4 KiB up to 4 x L1d, 64 KiB from 3/8 of the
+ * L2), alternately forwards and backwards, so that a copy repeated on the
+ * same buffers starts where the last one left the cache warm.  -p prints
+ * sr_copy's tier bounds on this machine (plain_max l1_max l2_min) and exits.  Both are limits of a
+ * single thread copying; the report's targets use plain memcpy, as the issue defines them.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -131,8 +133,11 @@ int main(int argc, char **argv)
 	double target_ms = 20;
 	int reps = 5, opt;
 
-	while ((opt = getopt(argc, argv, "at:r:")) != -1) {
+	while ((opt = getopt(argc, argv, "apt:r:")) != -1) {
 		switch (opt) {
+		case 'p':
+			printf("%zu %zu %zu\n", sr_copy_plain_max, sr_copy_l1_max, sr_copy_l2_min);
+			return 0;
 		case 'a':
 			copy_fn = alt_copy;
 			break;

@@ -126,6 +126,7 @@ BB=$BUILD/bench
 mkdir -p "$BB"
 gcc -O2 -Wall -I"$ROOT/src" -o "$BB/memcpy_bw" "$ROOT/bench/memcpy_bw.c" "$ROOT/src/core/copy.c" || exit 1
 gcc -O2 -Wall -o "$BB/spin_probe" "$ROOT/bench/spin_probe.c" || exit 1
+COPY_PLAIN_MAX=$("$BB/memcpy_bw" -p | cut -d" " -f1) # sr_copy differs from memcpy above this
 for p in resource_cost qp_scale; do
 	gcc -O2 -Wall -I/usr/include -o "$BB/$p" "$ROOT/bench/$p.c" "$BUILD/lib/libibverbs.so.1" || exit 1
 done
@@ -296,7 +297,7 @@ m_memcpy() {
 	out=$("$BB/memcpy_bw" -t 20 -r 5 "$s")
 	set -- $out
 	record memcpy limit "$s" "${2:-nan}" GB/s "min=${3:-nan};max=${4:-nan}" "memcpy"
-	[ "$s" -ge 524288 ] || return 0 # below that sr_copy is memcpy
+	[ "$s" -gt "$COPY_PLAIN_MAX" ] || return 0 # up to there sr_copy is memcpy
 	out=$("$BB/memcpy_bw" -a -t 20 -r 5 "$s")
 	set -- $out
 	record memcpy_alt limit "$s" "${2:-nan}" GB/s "min=${3:-nan};max=${4:-nan}" "sr_copy"

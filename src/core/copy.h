@@ -2,14 +2,26 @@
  * Payload copy: every byte the same-host data path moves between two
  * registered buffers goes through sr_copy().
  *
- * Below sr_copy_split_min it is glibc's memcpy.  From there up the copy is
- * done in SR_COPY_CHUNK pieces, and every other large copy a thread makes
- * walks those pieces from the end towards the start.  A buffer pair that is
- * moved again (a benchmark loop, a ring of message buffers, an iterative
- * solver) then starts with the lines the previous pass touched last, which
- * are the ones still in this core's L2; a forward-only copy of a footprint
- * larger than the L2 evicts each line just before it is needed again, so
- * every pass misses it entirely.  Streaming through fresh buffers gains
+ * A copy whose source and destination together fit in this core's L1d is
+ * glibc's memcpy.  Above that, the copy is done in pieces, and when a thread
+ * copies the same buffer pair as its previous split copy (a benchmark loop,
+ * an iterative solver sending the same halo, a single bounce buffer), it
+ * walks them in the opposite order from that copy.  The repeat then starts
+ * with the lines the previous pass touched last, which are the ones still
+ * in the cache; a forward-only copy of a footprint larger than the cache
+ * evicts each line just before it is needed again, so every pass misses it
+ * entirely.  A new pair goes forwards: walking pieces backwards through
+ * lines that are not cached costs a few percent.  Two tiers, one
+ * mechanism:
+ *
+ *   L1 tier  (L1d/2, 4 x L1d]   4 KiB pieces (the span of one L1 way: x86's
+ *                               L1d is virtually indexed, so size/ways is a
+ *                               page); 64 KiB copied again: 54 -> 70 GB/s
+ *                               on this project's 48 KiB-L1d machine
+ *   between                     memcpy: too little of it stays anywhere
+ *   L2 tier  [3/8 L2, ...)      64 KiB pieces, for the L2
+ *
+ * Streaming through fresh buffers, or a rotation of several buffers, gains
  * nothing and loses nothing (docs/architecture.md, "Payload copy").
  *
  * The last piece is always copied last, in both directions, so a peer that
@@ -22,21 +34,24 @@
 #include <stddef.h>
 #include <string.h>
 
-#define SR_COPY_CHUNK (64u * 1024)
+#define SR_COPY_PIECE_L1 4096u
+#define SR_COPY_PIECE_L2 (64u * 1024)
 
-/* Copies from this size up are split: 3/8 of this core's L2, i.e. where the
- * source and destination together pass 3/4 of it (768 KiB on a 2 MiB L2);
- * 512 KiB when the L2 size is unknown.  Set once at load. */
-extern size_t sr_copy_split_min;
+/* The tier bounds, set once at load from sysconf (glibc reads CPUID):
+ * copies up to sr_copy_plain_max are plain memcpy (L1d/2: 24 KiB on a
+ * 48 KiB L1d; 16 KiB if unknown); up to sr_copy_l1_max (4 x L1d) they are
+ * split in L1 pieces; from sr_copy_l2_min (3/8 of the L2, at least
+ * 256 KiB; 512 KiB if unknown) in L2 pieces. */
+extern size_t sr_copy_plain_max, sr_copy_l1_max, sr_copy_l2_min;
 
-void sr_copy_large(void *dst, const void *src, size_t len);
+void sr_copy_split(void *dst, const void *src, size_t len);
 
 static inline void sr_copy(void *dst, const void *src, size_t len)
 {
-	if (__builtin_expect(len < sr_copy_split_min, 1))
+	if (__builtin_expect(len <= sr_copy_plain_max, 1))
 		memcpy(dst, src, len);
 	else
-		sr_copy_large(dst, src, len);
+		sr_copy_split(dst, src, len);
 }
 
 #endif

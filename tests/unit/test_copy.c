@@ -1,12 +1,13 @@
 /*
- * Unit test of src/core/copy.c: large copies are byte-exact at every size
- * and alignment around the split threshold and the chunk size, in both
- * directions; and the order in which the destination is written is the
- * documented one.  The order is observed, not assumed: the destination is
+ * Unit test of src/core/copy.c: copies are byte-exact at every size and
+ * alignment around each tier bound and piece size, in both directions; and
+ * the order in which the destination is written is the documented one, in
+ * each tier.  The order is observed, not assumed: the destination is
  * mapped read-only, and a SIGSEGV handler records each page the copy first
  * writes and then makes it writable, so the list of pieces in first-write
- * order is exactly what the copy did: one pass in ascending order, the next
- * descending, and the last piece last in both.
+ * order is exactly what the copy did: a new buffer pair ascending, a repeat
+ * descending, the last piece last in both, and a rotation of pairs never
+ * descending.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -75,70 +76,95 @@ static void check_exact(size_t len, size_t soff, size_t doff)
 	free(dst);
 }
 
-/* First-write order of the pieces of one sr_copy of `len` bytes into a
- * page-aligned, read-only destination: out[k] is the k-th piece written. */
-static size_t piece_order(const char *src, size_t len, size_t *out, size_t max)
+/* First-write order of the pieces of one sr_copy of `len` bytes into `dst`
+ * (page-aligned, made read-only here): out[k] is the k-th piece written. */
+static size_t piece_order(char *dst, const char *src, size_t len, size_t piece, size_t *out,
+			  size_t max)
 {
-	size_t npieces = (len + SR_COPY_CHUNK - 1) / SR_COPY_CHUNK, n = 0;
-	int seen[256] = {0};
+	size_t n = 0;
+	static int seen[4096];
 
+	memset(seen, 0, sizeof(seen));
 	watch_pages = (len + page - 1) / page;
-	watch_base = mmap(NULL, watch_pages * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (watch_base == MAP_FAILED || npieces > 256) {
-		CHECK(!"mmap");
-		return 0;
-	}
+	watch_base = dst;
+	mprotect(dst, watch_pages * page, PROT_READ);
 	ntouched = 0;
-	sr_copy(watch_base, src, len);
-	CHECK(memcmp(watch_base, src, len) == 0);
+	sr_copy(dst, src, len);
+	CHECK(memcmp(dst, src, len) == 0);
 	for (size_t i = 0; i < ntouched && n < max; i++) {
-		size_t piece = touched[i] * page / SR_COPY_CHUNK;
+		size_t k = touched[i] * page / piece;
 
-		if (!seen[piece]) {
-			seen[piece] = 1;
-			out[n++] = piece;
+		if (!seen[k]) {
+			seen[k] = 1;
+			out[n++] = k;
 		}
 	}
-	munmap(watch_base, watch_pages * page);
 	watch_base = NULL;
 	return n;
 }
 
-static void check_order(size_t len)
+static void check_forwards(const size_t *o, size_t n, size_t npieces)
 {
-	size_t npieces = (len + SR_COPY_CHUNK - 1) / SR_COPY_CHUNK;
-	size_t a[256], b[256], na, nb, *fwd, *bwd;
-	char *src = malloc(len);
+	CHECK_EQ(n, npieces);
+	for (size_t k = 0; k < n && k < npieces; k++)
+		CHECK_EQ(o[k], k);
+}
 
-	CHECK_CTX("order len %zu (%zu pieces)", len, npieces);
-	fill((unsigned char *)src, len, 7);
-	na = piece_order(src, len, a, 256);
-	nb = piece_order(src, len, b, 256);
-	CHECK_EQ(na, npieces);
-	CHECK_EQ(nb, npieces);
-	if (na != npieces || nb != npieces) {
-		free(src);
+static void check_backwards(const size_t *o, size_t n, size_t npieces)
+{
+	CHECK_EQ(n, npieces);
+	if (n != npieces)
+		return;
+	for (size_t k = 0; k + 1 < npieces; k++)
+		CHECK_EQ(o[k], npieces - 2 - k);
+	CHECK_EQ(o[npieces - 1], npieces - 1); /* the last piece last */
+}
+
+/* `piece` 0: the copy must not be split: every pass writes the pages in
+ * the same order.  Otherwise a new buffer pair goes forwards, a repeat of
+ * the previous pair the other way from it, and a pair that was not the
+ * previous one forwards again (a rotation of buffers is never reversed). */
+static void check_order(size_t len, size_t piece)
+{
+	size_t unit = piece ? piece : page, n = (len + unit - 1) / unit;
+	size_t mapped = (len + page - 1) / page * page;
+	static size_t o[5][4096];
+	size_t no[5];
+	char *src = malloc(len);
+	char *d1 = mmap(NULL, mapped, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *d2 = mmap(NULL, mapped, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	CHECK_CTX("order len %zu (%zu pieces)", len, piece ? n : 1);
+	if (d1 == MAP_FAILED || d2 == MAP_FAILED || n > 4096) {
+		CHECK(!"mmap");
 		return;
 	}
-	/* one of two consecutive copies goes up, the other down */
-	fwd = a[0] == 0 ? a : b;
-	bwd = a[0] == 0 ? b : a;
-	CHECK(fwd != bwd && bwd[0] != 0);
-	for (size_t k = 0; k < npieces; k++)
-		CHECK_EQ(fwd[k], k);
-	for (size_t k = 0; k + 1 < npieces; k++)
-		CHECK_EQ(bwd[k], npieces - 2 - k);
-	CHECK_EQ(bwd[npieces - 1], npieces - 1); /* the last piece last */
-	/* and a third copy goes the same way as the first */
-	na = piece_order(src, len, b, 256);
-	CHECK_EQ(b[0], a[0]);
+	fill((unsigned char *)src, len, 7);
+	no[0] = piece_order(d1, src, len, unit, o[0], 4096); /* new pair */
+	no[1] = piece_order(d1, src, len, unit, o[1], 4096); /* repeat */
+	no[2] = piece_order(d1, src, len, unit, o[2], 4096); /* repeat */
+	no[3] = piece_order(d2, src, len, unit, o[3], 4096); /* another pair */
+	no[4] = piece_order(d1, src, len, unit, o[4], 4096); /* back: not a repeat */
+	if (!piece) {
+		for (int i = 1; i < 5; i++)
+			CHECK(no[i] == no[0] && memcmp(o[i], o[0], no[0] * sizeof(o[0][0])) == 0);
+	} else {
+		check_forwards(o[0], no[0], n);
+		check_backwards(o[1], no[1], n);
+		check_forwards(o[2], no[2], n);
+		check_forwards(o[3], no[3], n);
+		check_forwards(o[4], no[4], n);
+	}
+	munmap(d1, mapped);
+	munmap(d2, mapped);
 	free(src);
 }
 
 int main(void)
 {
 	struct sigaction sa;
-	size_t m = sr_copy_split_min, c = SR_COPY_CHUNK;
+	size_t p = sr_copy_plain_max, l1 = sr_copy_l1_max, l2 = sr_copy_l2_min;
+	size_t c1 = SR_COPY_PIECE_L1, c2 = SR_COPY_PIECE_L2;
 
 	page = (size_t)sysconf(_SC_PAGESIZE);
 	memset(&sa, 0, sizeof(sa));
@@ -146,18 +172,41 @@ int main(void)
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
 	sigaction(SIGSEGV, &sa, NULL);
 
-	CHECK_CTX("threshold");
-	CHECK(m >= 4 * c);
-	CHECK(m % 8 == 0);
+	CHECK_CTX("tiers: plain %zu, L1 pieces to %zu, L2 pieces from %zu", p, l1, l2);
+	CHECK(c1 == page); /* the order check below observes pages */
+	CHECK(p >= 2 * c1 && p < l1 && l1 < l2);
+	CHECK(l2 >= 4 * c2 && l2 % 8 == 0);
 
-	const size_t lens[] = {
-	    0, 1, 63, 4096, m - 1, m, m + 1, m + c - 1, m + c, m + c + 1, 2 * m + 3 * c + 17};
+	const size_t lens[] = {0,
+			       1,
+			       63,
+			       4096,
+			       p - 1,
+			       p,
+			       p + 1,
+			       p + c1 - 1,
+			       p + c1,
+			       p + c1 + 1,
+			       l1 - 1,
+			       l1,
+			       l1 + 1,
+			       l2 - 1,
+			       l2,
+			       l2 + 1,
+			       l2 + c2 - 1,
+			       l2 + c2 + 1,
+			       2 * l2 + 3 * c2 + 17};
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		for (size_t soff = 0; soff < 3; soff++)
 			check_exact(lens[i], soff * 7, soff * 13 % 64);
 
-	check_order(m);		       /* whole pieces */
-	check_order(m + 1);	       /* a last piece of one byte */
-	check_order(m + 5 * c + 1000); /* a partial last piece */
+	check_order(p, 0);		     /* fits the L1 with its source: memcpy */
+	check_order(p + c1, c1);	     /* whole L1 pieces */
+	check_order(p + 1, c1);		     /* a last piece of one byte */
+	check_order(l1 - 1000, c1);	     /* a partial last piece */
+	check_order(l1 + c1, 0);	     /* between the tiers: memcpy */
+	check_order(l2, c2);		     /* whole L2 pieces */
+	check_order(l2 + 1, c2);	     /* a last piece of one byte */
+	check_order(l2 + 5 * c2 + 1000, c2); /* a partial last piece */
 	return CHECK_SUMMARY("test_copy");
 }
