@@ -505,7 +505,7 @@ a SIZE source copied to a SIZE destination repeatedly, so both stay in the cache
 the targets use it as the issue defines them; the limit for a one-way notification is the busy-poll probe of that same
 run. Where softrdma's copy differs from memcpy (above half the L1d) the limit cell also gives `sr_copy`
 (memcpy_bw -a): the same loop through softrdma's own copy routine (src/core/copy.c), which copies in pieces (4 KiB up
-to 4x the L1d, 64 KiB from 3/8 of the L2), walking them backwards on every other call (the last piece always last),
+to 4x the L1d, 64 KiB from 3/8 of the L2) and, when it copies the same buffers again, walks them in the other order (the last piece always last),
 so that a repeated copy starts on the lines still in the L1 or L2. Where softrdma is above 1.0× memcpy, that is why:
 it does not beat the memory system, it stops thrashing the cache when the same
 buffers are moved again, as every perftest and UCX bandwidth loop does. Fresh buffers gain nothing from it.
