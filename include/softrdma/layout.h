@@ -314,7 +314,9 @@ struct sr_qp_shm {
 	_Atomic uint64_t
 	    stall_deadline_ns; /* when the wait turns into an error; UINT64_MAX = never */
 	uint32_t exec_pos;     /* SQ index of the next WQE to execute (under sq_lock) */
-	uint32_t pad1;
+	/* 1: the QP went to ERR while another held sq_lock, so its SQ flush is
+	 * owed (sr_sq_flush_owed: the owner's next poll or the daemon's tick) */
+	_Atomic uint32_t flush_pending;
 	/* Per-QP counters, written only by the sq_lock holder (plain load +
 	 * store, no locked instruction: no cache line shared host-wide on the
 	 * data path); `softrdma status` adds them up. */

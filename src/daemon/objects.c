@@ -829,6 +829,7 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 			rq_discard(&qp->rq);
 		qp->exec_pos = 0;
 		atomic_store(&qp->stalled, SR_STALL_NONE);
+		atomic_store(&qp->flush_pending, 0);
 	}
 	atomic_store_explicit(&qp->state, next, memory_order_release);
 	sr_shm_unlock(&qp->rq.prod_lock);
@@ -1170,9 +1171,10 @@ static void responder_gone(struct sr_daemon *d, struct sr_qp_shm *qp, uint64_t n
 }
 
 /*
- * Fails send queues whose RNR or ACK wait has run out, for processes that
- * are not polling (blocked in ibv_get_cq_event, or busy elsewhere): the
- * completion and its event must come anyway.  Returns true while any QP
+ * Fails send queues whose RNR or ACK wait has run out, and pays owed SQ
+ * flushes (sr_sq_flush_later), for processes that are not polling (blocked
+ * in ibv_get_cq_event, or busy elsewhere): the completion and its event
+ * must come anyway.  Returns true while any QP
  * still waits, so the caller keeps ticking often.
  */
 bool sr_daemon_tick(struct sr_daemon *d)
@@ -1187,6 +1189,10 @@ bool sr_daemon_tick(struct sr_daemon *d)
 			if (o->kind != SR_OBJ_QP)
 				continue;
 			qp = sr_arena_at(d->arena, o->u.shm.off);
+			if (sr_sq_flush_owed(d->arena, qp, daemon_signal, d)) {
+				waiting = true;
+				continue;
+			}
 			if (!atomic_load_explicit(&qp->stalled, memory_order_acquire))
 				continue;
 			responder_gone(d, qp, now);

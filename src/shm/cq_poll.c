@@ -38,7 +38,8 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 		struct sr_qp *qp = container_of(l, struct sr_qp, link);
 
 		if (qp->qpx.qp_base.send_cq != ibv_cq_ex_to_cq(&cq->cq) ||
-		    !atomic_load_explicit(&qp->shm->stalled, memory_order_relaxed))
+		    (!atomic_load_explicit(&qp->shm->stalled, memory_order_relaxed) &&
+		     !atomic_load_explicit(&qp->shm->flush_pending, memory_order_relaxed)))
 			continue;
 		if (n == cap) {
 			struct sr_qp_shm **more = malloc(2 * cap * sizeof(*more));
@@ -62,6 +63,10 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 	for (unsigned i = 0; i < n; i++) {
 		struct sr_qp_shm *q = stalled[i];
 
+		if (sr_sq_flush_owed(ctx->arena, q, sr_signal_fd, ctx)) {
+			atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
+			continue;
+		}
 		if (sr_qp_check_stall(ctx->arena, q, now, 0, sr_signal_fd, ctx))
 			continue;
 		/* an RNR wait is ended by the responder's post_recv; an ACK wait

@@ -17,6 +17,7 @@
  * SRQ lock) -> CQ locks.  Nobody takes an sq_lock while holding an rq_lock.
  */
 #include <endian.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/copy.h"
@@ -723,14 +724,36 @@ static enum xres exec_one(struct xfer *x)
 	}
 }
 
+/* Fault injection for the tests: SOFTRDMA_FAULT_RESPONDER_SQ_BUSY=1 makes
+ * every responder's sq_lock look held when an error moves it to ERR, so the
+ * owed-flush path runs deterministically (behaviour test
+ * err_responder_sq_busy).  Read at the first such error. */
+static bool fault_responder_sq_busy(void)
+{
+	static _Atomic int v = -1;
+	int f = atomic_load_explicit(&v, memory_order_relaxed);
+
+	if (f < 0) {
+		const char *e = getenv("SOFTRDMA_FAULT_RESPONDER_SQ_BUSY");
+
+		f = e && *e == '1';
+		atomic_store_explicit(&v, f, memory_order_relaxed);
+	}
+	return f;
+}
+
 static void responder_to_error(struct sr_context *ctx, struct sr_qp_shm *t)
 {
 	sr_qp_to_error(t, sr_signal_fd, ctx);
 	sr_rq_flush(ctx->arena, t, sr_signal_fd, ctx);
-	/* its own SQ is flushed by whoever runs it next (exec sees ERR) */
-	if (!sr_shm_trylock(&t->sq_lock)) {
+	/* Its SQ: flushed here if its lock is free.  If not, the holder may have
+	 * read the state before ERR and leave WQEs behind (one waiting for an
+	 * RNR retry would wait for ever), so the flush is recorded as owed. */
+	if (!fault_responder_sq_busy() && !sr_shm_trylock(&t->sq_lock)) {
 		sr_sq_flush_locked(ctx->arena, t, sr_signal_fd, ctx);
 		sr_shm_unlock(&t->sq_lock);
+	} else {
+		sr_sq_flush_later(ctx->arena, t);
 	}
 }
 

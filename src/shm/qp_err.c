@@ -88,9 +88,35 @@ void sr_sq_flush_locked(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal,
 {
 	uint32_t head = atomic_load_explicit(&qp->sq.head, memory_order_acquire);
 
+	atomic_store_explicit(&qp->flush_pending, 0, memory_order_relaxed);
 	while (qp->exec_pos != head)
 		sr_sq_complete_head(arena, qp, IBV_WC_WR_FLUSH_ERR, 0, signal, arg);
 	atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
+}
+
+void sr_sq_flush_later(void *arena, struct sr_qp_shm *qp)
+{
+	struct sr_cq_shm *cq = sr_arena_ptr(arena, qp->send_cq_off);
+
+	atomic_store_explicit(&qp->flush_pending, 1, memory_order_release);
+	/* the owner's next poll of its send CQ pays it (retry_stalled); the
+	 * daemon's tick, within 100 ms, if the owner is blocked or busy */
+	atomic_store_explicit(&cq->stall_hint, 1, memory_order_release);
+}
+
+int sr_sq_flush_owed(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg)
+{
+	if (!atomic_load_explicit(&qp->flush_pending, memory_order_acquire))
+		return 0;
+	if (sr_shm_trylock(&qp->sq_lock))
+		return 1; /* still busy: next time */
+	/* a QP reset since (modify_qp clears the flag under this lock too) or
+	 * already flushed by the holder owes nothing more */
+	if (atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_ERR)
+		sr_sq_flush_locked(arena, qp, signal, arg);
+	atomic_store_explicit(&qp->flush_pending, 0, memory_order_relaxed);
+	sr_shm_unlock(&qp->sq_lock);
+	return 0;
 }
 
 void sr_rq_flush(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg)

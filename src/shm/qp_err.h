@@ -42,6 +42,13 @@ void sr_sq_complete_head(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status s
 			 uint32_t byte_len, sr_signal_fn *signal, void *arg);
 /* Flushes the SQ from exec_pos (caller holds sq_lock). */
 void sr_sq_flush_locked(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg);
+/* For a QP just moved to ERR whose sq_lock someone else holds (it may not
+ * see the new state before it lets go): records that its SQ flush is owed
+ * and tells the owner's send CQ to look.  Neither waits for the lock. */
+void sr_sq_flush_later(void *arena, struct sr_qp_shm *qp);
+/* Pays an owed SQ flush if sq_lock is free now.  Returns 1 if one is still
+ * owed (the lock was busy), 0 otherwise. */
+int sr_sq_flush_owed(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg);
 /* Flushes the QP's own RQ (takes rq_lock). */
 void sr_rq_flush(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg);
 /* If the SQ head has waited past its deadline, fails it and moves the QP to

@@ -7,6 +7,7 @@
  * the initiator's QP is in ERR and later work requests are flushed; memory
  * outside what was allowed never changes.
  */
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -494,6 +495,91 @@ void test_err_flush(void)
 	}
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 	CHECK_EQ(ibv_destroy_cq(rcq), 0);
+	eenv_teardown(&e);
+}
+
+/* ---- a responder's SQ lock busy when it goes to ERR ---- */
+
+/*
+ * Our QP's SEND waits for an RNR retry for ever (rnr_retry 7: the peer has
+ * no receive).  The peer then RDMA WRITEs to us with a bad rkey: the peer's
+ * process, which runs the WRITE, moves our QP to ERR as a responder and
+ * must flush our SQ, but finds our sq_lock held (made so for every
+ * responder by SOFTRDMA_FAULT_RESPONDER_SQ_BUSY: in life, our thread in
+ * post_send or the daemon at that instant).  The waiting SEND must still
+ * complete with WR_FLUSH_ERR: round 0 polls for it (our poll pays the owed
+ * flush), round 1 blocks on a completion channel without polling (the
+ * daemon pays it, and the event comes).
+ */
+void test_err_responder_sq_busy(void)
+{
+	struct eenv e;
+
+	REQUIRE(setenv("SOFTRDMA_FAULT_RESPONDER_SQ_BUSY", "1", 1) == 0); /* the agent's too */
+	eenv_setup(&e, 16);
+	for (int round = 0; round < 2; round++) {
+		struct conn ours = CONN_DEFAULT;
+		struct ibv_comp_channel *ch = round ? ibv_create_comp_channel(e.d.ctx) : NULL;
+		struct ibv_cq *cq = ibv_create_cq(e.d.ctx, 16, NULL, ch, 0);
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq, .send_wr = 32};
+		struct ibv_sge sge = {(uintptr_t)e.src.p, 64, e.src.mr->lkey};
+		struct ibv_send_wr wr = rdma_wr(IBV_WR_SEND, 500 + (uint64_t)round, &sge, 0, 0),
+				   *bad;
+		struct ag_wr w = ag_wr_make(0, IBV_WR_RDMA_WRITE, 600 + (uint64_t)round, 1);
+		struct piece pc = {0, 0, 64};
+		struct ibv_wc wc;
+		struct ag_qp aq;
+		struct ibv_qp *qp;
+		uint64_t t0;
+
+		sr_note(round ? "blocked on a completion channel" : "polling");
+		REQUIRE(cq && (!round || ch));
+		qp = vqp_create(&e.d, &s);
+		aq = ag_qp_create(&e.ag, IBV_QPT_RC, e.acq, e.acq, -1, 0, 0);
+		ours.rnr_retry = 7;
+		pair_connect(&e.d, qp, &ours, &e.ag, &aq, &CONN_DEFAULT, &e.r);
+		CHECK_EQ(ibv_post_send(qp, &wr, &bad), 0);
+		vpoll_none(cq, 50); /* waiting for a receive, for ever */
+		if (round)
+			CHECK_EQ(ibv_req_notify_cq(cq, 0), 0);
+
+		w.qp = (uint32_t)aq.h;
+		w.raddr = (uintptr_t)e.src.p;
+		w.rkey = e.src.mr->rkey ^ 0x100; /* no such key */
+		t0 = sr_now_us();
+		CHECK_EQ(ag_post_send(&e.ag, &w, &pc, e.ar.h, NULL), 0);
+		REQUIRE_EQ(ag_poll(&e.ag, e.acq, &wc, 1, 5000), 1);
+		CHECK_WC(wc, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_WRITE, 600 + (uint64_t)round,
+			 aq.qpn);
+		CHECK_EQ(vqp_state(qp), IBV_QPS_ERR);
+
+		if (round) {
+			struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+			struct ibv_cq *ev_cq;
+			void *ev_ctx;
+
+			CHECK_EQ(poll(&p, 1, 5000), 1);
+			CHECK_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+			CHECK(ev_cq == cq);
+			ibv_ack_cq_events(ev_cq, 1);
+			CHECK_EQ(vpoll(cq, &wc, 1, 0), 1);
+		} else {
+			CHECK_EQ(vpoll(cq, &wc, 1, 5000), 1);
+		}
+		CHECK_WC(wc, IBV_WC_WR_FLUSH_ERR, 0, 500 + (uint64_t)round, qp->qp_num);
+		printf("# round %d: the waiting SEND was flushed %.1f ms after the peer's error\n",
+		       round, (sr_now_us() - t0) / 1000.0);
+		vpoll_none(cq, 5);
+		CHECK_EQ(ibv_destroy_qp(qp), 0);
+		CHECK_EQ(ibv_destroy_cq(cq), 0);
+		if (ch)
+			CHECK_EQ(ibv_destroy_comp_channel(ch), 0);
+		{
+			struct ag_req rq = {.op = AG_QP_DESTROY, .a = {aq.h}};
+
+			ag_call(&e.ag, &rq, NULL, NULL, NULL, 0, 0);
+		}
+	}
 	eenv_teardown(&e);
 }
 

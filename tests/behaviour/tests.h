@@ -27,6 +27,7 @@
 	X(err_rnr_retry, 60)                                                                       \
 	X(err_rnr_infinite, 60)                                                                    \
 	X(err_flush, 60)                                                                           \
+	X(err_responder_sq_busy, 60)                                                               \
 	X(err_peer_killed, 60)                                                                     \
 	X(err_peer_killed_waiting, 60)                                                             \
 	X(onesided_target_stopped, 60)                                                             \
