@@ -138,6 +138,10 @@ PEER_OF = {
     "ib_read_bw": ("ucx_get", "UCX get (bcopy)"),
     "ib_send_bw": ("fi_pingpong", "libfabric shm pingpong"),
 }
+# further peers, each a row of its own where it has figures
+MORE_PEERS = {
+    "ib_send_bw": [("ucx_am_bw", "UCX am_bw")],
+}
 LAT_PEER = {
     "ib_write_lat": ("ucx_put_lat", "UCX put_lat"),
     "ib_send_lat": ("ucx_am_lat", "UCX am_lat"),
@@ -152,18 +156,19 @@ table.append("|---|---|---|---|---|---|---|---|---|")
 ratios = {}  # for targets: name -> ratio series
 
 for op in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
-    peer, pname = PEER_OF[op]
-    for s in sizes:
+    for s, (peer, pname), first in [(s, p, i == 0) for s in sizes
+                                    for i, p in enumerate([PEER_OF[op]] + MORE_PEERS.get(op, []))]:
         sr = series("bw", op, s)
         pe = series("bw", peer, s)
         mc = series("bw", "memcpy", s)
         ma = series("bw", "memcpy_alt", s)
-        if not sr and not pe:
+        if (not sr and not pe) or (not first and not pe):
             continue
         rp = ratio_series(sr, pe)
         rm = ratio_series(sr, mc)
-        ratios[(op, s, "peer")] = rp
-        ratios[(op, s, "memcpy")] = rm
+        if first:
+            ratios[(op, s, "peer")] = rp
+            ratios[(op, s, "memcpy")] = rm
         ps = summ(series("bw", op, s, "probe").values())
         pp = summ(series("bw", peer, s, "probe").values())
         table.append(
@@ -349,6 +354,7 @@ if sizes:
     band(ax, "ib_send_bw", "softrdma ib_send_bw", "^-")
     band(ax, "ucx_put_bw", "UCX uct posix put_bw", "o:")
     band(ax, "ucx_get", "UCX uct posix get (bcopy)", "s:")
+    band(ax, "ucx_am_bw", "UCX uct posix am_bw (short to 64 B, then bcopy)", "^:")
     band(ax, "fi_pingpong", "libfabric shm fi_pingpong (ping-pong)", "v:")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -497,9 +503,10 @@ md.append("\n## Side by side\n")
 md.extend(table)
 md.append("""
 Peers: ib_write_bw ↔ UCX uct `put_bw` over posix shared memory (`-d memory -x posix`, default data layout);
-ib_read_bw ↔ UCX `get` (bcopy); ib_send_bw ↔ libfabric shm `fi_pingpong` (a ping-pong: each message waits for the
-reply, so its bandwidth is latency-bound and lower than a streaming test; it is the only two-sided peer we have at
-all sizes); latencies ↔ UCX `put_lat`, `am_lat` (ping-pong tests), `get` and `fadd` (per-operation time of a
+ib_read_bw ↔ UCX `get` (bcopy); ib_send_bw ↔ UCX `am_bw` up to 8 KiB (streaming active messages: short up to 64 B,
+bcopy above; uct posix has no larger active message, and its receiver consumes into its own segments, with no receive
+posted per message as a verbs receiver must) and ↔ libfabric shm `fi_pingpong` at every size (a ping-pong: each
+message waits for the reply, so its bandwidth is latency-bound and lower than a streaming test); latencies ↔ UCX `put_lat`, `am_lat` (ping-pong tests), `get` and `fadd` (per-operation time of a
 one-sided test). The *limit* for bandwidth is single-thread memcpy of the same size (bench/memcpy_bw: glibc memcpy,
 a SIZE source copied to a SIZE destination repeatedly, so both stay in the cache level such a transfer would see);
 the targets use it as the issue defines them; the limit for a one-way notification is the busy-poll probe of that same

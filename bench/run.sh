@@ -51,11 +51,11 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-# short: just what the deliverable-2 targets need
+# short: what the deliverable-2 targets need, and the two-sided 8 B rate
 if [ "$MODE" = short ]; then
 	SIZES="8 65536 1048576"
 	READ_SIZES="1048576"
-	SEND_SIZES=""
+	SEND_SIZES="8"
 	LAT_PAIRS="write send"
 	: "${ROUNDS:=3}"
 else
@@ -311,13 +311,17 @@ m_sr_bw() { # TEST SIZE
 	rate=$(jget "$PT_JSON" MsgRate)
 	record "$test" softrdma "$s" "$gb" GB/s "msgrate_mpps=$rate;iters=$n" "$rate Mpps"
 }
-m_ucx_bw() { # TEST(put_bw|get) SIZE
+m_ucx_bw() { # TEST(put_bw|get|am_bw) SIZE
 	local test=$1 s=$2 n w gb rate
 	n=$(clampi "$((4000000000 / s))" 4000 2000000)
 	w=$(clampi "$((n / 10))" 100 10000)
 	probe
 	if [ "$test" = get ]; then
 		ucx get "$s" "$n" -w "$w" -D bcopy
+	elif [ "$test" = am_bw ]; then
+		# active messages: short (inline in the FIFO element) up to 64 B,
+		# bcopy (into a receive segment) above; uct posix has no am zcopy
+		if [ "$s" -le 64 ]; then ucx am_bw "$s" "$n" -w "$w" -D short; else ucx am_bw "$s" "$n" -w "$w" -D bcopy; fi
 	else
 		ucx "$test" "$s" "$n" -w "$w"
 	fi
@@ -367,6 +371,14 @@ pair() { # ODD_FIRST_CMD SECOND_CMD (strings)
 		eval "$2"; eval "$1"
 	fi
 }
+# three, A B C in odd rounds and C B A in even ones: B always next to A
+triple() { # A B C (strings)
+	if [ $((ROUND % 2)) = 1 ]; then
+		eval "$1"; eval "$2"; eval "$3"
+	else
+		eval "$3"; eval "$2"; eval "$1"
+	fi
+}
 
 say "results: $OUT"
 awk '$1 > 1.0 { exit 1 }' /proc/loadavg ||
@@ -380,7 +392,16 @@ for ROUND in $(seq 1 "$ROUNDS"); do
 		m_memcpy "$s"
 		pair "m_sr_bw ib_write_bw $s" "m_ucx_bw put_bw $s"
 		case " $READ_SIZES " in *" $s "*) pair "m_sr_bw ib_read_bw $s" "m_ucx_bw get $s" ;; esac
-		case " $SEND_SIZES " in *" $s "*) pair "m_sr_bw ib_send_bw $s" "m_fi_bw $s" ;; esac
+		case " $SEND_SIZES " in *" $s "*)
+			if [ "$s" -le 8192 ]; then
+				# and UCX's streaming two-sided test, where uct posix has
+				# one (am bcopy: up to 8 KiB), next to softrdma both ways
+				triple "m_sr_bw ib_send_bw $s" "m_ucx_bw am_bw $s" "m_fi_bw $s"
+			else
+				pair "m_sr_bw ib_send_bw $s" "m_fi_bw $s"
+			fi
+			;;
+		esac
 	done
 	GROUP=lat
 	for l in $LAT_PAIRS; do
