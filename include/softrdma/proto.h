@@ -6,8 +6,13 @@
  * verb that creates, changes or destroys a resource goes through here, like
  * a kernel uverbs command; the data path never does.
  *
- * The daemon is found at the abstract socket name SR_SOCKET_FMT(uid); the
- * abstract namespace is per network namespace, so each netns is one host.
+ * The daemon is found at the abstract socket name SR_SOCKET_FMT(uid, pid
+ * namespace); the abstract namespace is per network namespace, so each
+ * (netns, pid namespace) pair is one host.  The pid namespace is in the name
+ * because the arena's locks and reader slots name processes and threads by
+ * their ids: a daemon refuses a data-path client whose getpid() is not the
+ * pid it sees (SO_PEERCRED), i.e. one from another pid namespace that was
+ * pointed at it with SOFTRDMA_SOCKET (HELLO fails with EXDEV).
  */
 #ifndef SOFTRDMA_PROTO_H
 #define SOFTRDMA_PROTO_H
@@ -19,8 +24,8 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 1u
-#define SR_SOCKET_FMT	 "softrdma-%u" /* abstract name, %u = uid */
+#define SR_PROTO_VERSION 2u
+#define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 #define SR_MR_MAX_SEGS	 32
 
@@ -148,6 +153,7 @@ struct sr_req {
 		struct {
 			uint32_t version;
 			uint32_t flags; /* 1 = monitor (softrdma status): holds no resources */
+			uint32_t pid;	/* the client's getpid(), in its own pid namespace */
 		} hello;
 		struct {
 			uint32_t kind; /* enum sr_fd_kind */

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <softrdma/proto.h>
@@ -26,11 +27,13 @@
 void sr_daemon_socket_name(char *buf, unsigned len)
 {
 	const char *e = getenv("SOFTRDMA_SOCKET");
+	struct stat st;
 
 	if (e && *e)
 		snprintf(buf, len, "%s", e);
-	else
-		snprintf(buf, len, SR_SOCKET_FMT, (unsigned)getuid());
+	else /* no /proc: 0, and the daemon still refuses a mismatch */
+		snprintf(buf, len, SR_SOCKET_FMT, (unsigned)getuid(),
+			 stat("/proc/self/ns/pid", &st) ? 0ul : (unsigned long)st.st_ino);
 }
 
 void sr_daemon_path(const void *self, char *buf, unsigned len)

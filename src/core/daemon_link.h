@@ -1,7 +1,7 @@
 /*
  * Finding, and if needed starting, the host's softrdmad.  Shared by the
  * library and the CLI.  Environment:
- *   SOFTRDMA_SOCKET   abstract socket name (default "softrdma-<uid>"); tests
+ *   SOFTRDMA_SOCKET   abstract socket name (default "softrdma-<uid>-<pidns>"); tests
  *                     use it to run isolated daemons side by side
  *   SOFTRDMA_DAEMON   daemon binary (default: ../bin/softrdmad next to the
  *                     library or CLI that asks, then PATH)

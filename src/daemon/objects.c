@@ -1020,6 +1020,17 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 			ret = -EPROTO;
 			break;
 		}
+		/* Locks and reader slots in the arena name processes by pid
+		 * (holder_dead, the epoch sweep): a client whose pid we see
+		 * differently lives in another pid namespace, where those ids
+		 * mean other processes.  A monitor touches neither. */
+		if (!(req->u.hello.flags & 1) && req->u.hello.pid != (uint32_t)c->pid) {
+			sr_warn("refusing %s (pid %u to itself, %u here): another pid namespace; "
+				"it needs a softrdmad of its own",
+				c->comm, req->u.hello.pid, (unsigned)c->pid);
+			ret = -EXDEV;
+			break;
+		}
 		c->id = ++d->next_client_id;
 		c->monitor = req->u.hello.flags & 1;
 		rep.u.hello = d->dev;

@@ -52,6 +52,7 @@ int sr_hello(int sock, bool monitor, struct sr_dev_info *info, int *arena_fd)
 	req.op = SR_OP_HELLO;
 	req.u.hello.version = SR_PROTO_VERSION;
 	req.u.hello.flags = monitor ? 1 : 0;
+	req.u.hello.pid = (uint32_t)getpid();
 	ret = exchange(sock, &req, &rep, NULL, 0, fds, &nfds);
 	if (ret)
 		return ret;

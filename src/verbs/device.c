@@ -199,6 +199,11 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		goto err_free;
 	}
 	ret = sr_hello(ctx->sock, false, &ctx->dev, &arena_fd);
+	if (ret == -EXDEV)
+		sr_err("softrdmad runs in another pid namespace than this process (SOFTRDMA_SOCKET "
+		       "names a daemon outside it?); the shared memory's locks name processes by "
+		       "pid, so each pid namespace needs its own daemon: unset SOFTRDMA_SOCKET, or "
+		       "give it a name of this namespace's own");
 	if (ret)
 		goto err_sock;
 	ctx->arena = arena_get(arena_fd, ctx->dev.arena_size);
