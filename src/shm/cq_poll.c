@@ -76,6 +76,7 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 			sr_exec_sq_locked(ctx, q);
 			sr_shm_unlock(&q->sq_lock);
 		}
+		sr_exec_recheck(ctx, q); /* an RNR wait the responder has ended */
 		if (atomic_load_explicit(&q->stalled, memory_order_relaxed))
 			atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
 	}

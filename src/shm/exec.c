@@ -940,6 +940,40 @@ void sr_exec_direct_queued(struct sr_context *ctx, struct sr_qp_shm *qp,
 	head_not_done(ctx, qp, &x, pending->res);
 }
 
+bool sr_exec_rnr_ready(struct sr_context *ctx, const struct sr_qp_shm *qp)
+{
+	struct sr_qp_shm *t = qp_lookup(ctx->arena, qp->dest_qpn);
+	struct rq_ref r;
+
+	if (!t)
+		return true; /* gone: the executor finds out */
+	rq_of(ctx->arena, t, &r);
+	return rq_peek(ctx->arena, &r) != NULL;
+}
+
+__attribute__((noinline, cold)) void sr_exec_recheck(struct sr_context *ctx, struct sr_qp_shm *qp)
+{
+	while (atomic_load_explicit(&qp->stalled, memory_order_relaxed) == SR_STALL_RNR) {
+		/* pairs with the fence of the responder's post_recv (take_waiting)
+		 * before its failed trylock: it saw our lock held, so we see its
+		 * receive */
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!sr_exec_rnr_ready(ctx, qp) || sr_shm_trylock(&qp->sq_lock))
+			return; /* nothing yet, or the new holder rechecks */
+		sr_exec_sq_locked(ctx, qp);
+		sr_shm_unlock(&qp->sq_lock);
+	}
+}
+
+void sr_exec_kick_try(struct sr_context *ctx, struct sr_qp_shm *initiator)
+{
+	if (!initiator || sr_shm_trylock(&initiator->sq_lock))
+		return; /* its holder runs it when it lets go (sr_exec_recheck) */
+	sr_exec_sq_locked(ctx, initiator);
+	sr_shm_unlock(&initiator->sq_lock);
+	sr_exec_recheck(ctx, initiator);
+}
+
 void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator)
 {
 	/* No peek at `stalled` first: the sender sets the responder's waiting
@@ -951,4 +985,5 @@ void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator)
 	sr_shm_lock(&initiator->sq_lock);
 	sr_exec_sq_locked(ctx, initiator);
 	sr_shm_unlock(&initiator->sq_lock);
+	sr_exec_recheck(ctx, initiator);
 }

@@ -51,6 +51,9 @@ void sr_exec_direct_queued(struct sr_context *ctx, struct sr_qp_shm *qp,
 int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp);
 /* Retries a stalled initiator (takes its sq_lock). */
 void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator);
+bool sr_exec_rnr_ready(struct sr_context *ctx, const struct sr_qp_shm *qp);
+void sr_exec_recheck(struct sr_context *ctx, struct sr_qp_shm *qp);
+void sr_exec_kick_try(struct sr_context *ctx, struct sr_qp_shm *initiator);
 struct sr_qp_shm *sr_exec_qp_lookup(struct sr_context *ctx, uint32_t qpn);
 /* sr_signal_fn for the library: signals an eventfd by daemon id. */
 void sr_signal_fd(void *arg, uint32_t fd_id);

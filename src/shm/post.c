@@ -282,6 +282,9 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	run_sq(ctx, s);
 out:
 	sr_shm_unlock(&s->sq_lock);
+	if (__builtin_expect(
+		atomic_load_explicit(&s->stalled, memory_order_relaxed) == SR_STALL_RNR, 0))
+		sr_exec_recheck(ctx, s);
 	sr_epoch_exit();
 	return ret;
 }
@@ -378,7 +381,7 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 		sr_rq_flush(ctx->arena, s, sr_signal_fd, ctx);
 	} else if (take_waiting(&s->rq)) {
 		sr_epoch_enter(ctx->arena);
-		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, s->dest_qpn));
+		sr_exec_kick_try(ctx, sr_exec_qp_lookup(ctx, s->dest_qpn));
 		sr_epoch_exit();
 	}
 	return ret;

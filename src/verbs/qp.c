@@ -182,6 +182,13 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	if (ret)
 		return -ret;
 	qp->state = rep.u.modify_qp.state;
+	if (qp->state == IBV_QPS_RTS && qp->qp_type == IBV_QPT_RC) {
+		/* the daemon held our sq_lock: a responder's post_recv that
+		 * found it held left our RNR wait to us (sr_exec_recheck) */
+		sr_epoch_enter(ctx->arena);
+		sr_exec_recheck(ctx, to_sqp(qp)->shm);
+		sr_epoch_exit();
+	}
 	if (qp->state == IBV_QPS_ERR) {
 		sr_qp_flush(ctx, to_sqp(qp));
 		/* A QP on an SRQ that enters the error state reports the

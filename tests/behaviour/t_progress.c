@@ -7,6 +7,8 @@
  * sender waiting on a peer that gets killed gets an error, not a hang.
  */
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -195,6 +197,103 @@ void test_progress_rnr_blocked(void)
 	}
 	REQUIRE_EQ(ag_poll(&e.ag, e.acq, &wc, 1, 1000), 1);
 	CHECK_WC(wc, IBV_WC_SUCCESS, IBV_WC_RECV, 5, aq.qpn);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	penv_teardown(&e);
+}
+
+#define HANDOFF_ROUNDS 200
+#define HANDOFF_K      16
+
+struct poster {
+	struct ibv_qp *qp;
+	struct vbuf *src;
+	uint64_t first;
+	atomic_int stop;
+	unsigned long extra;
+};
+
+/* K SENDs, then posts refused at once (too many SGEs: EINVAL) until told
+ * to stop: each takes and releases our sq_lock, as a busy sender does. */
+static void *post_k(void *arg)
+{
+	struct poster *p = arg;
+	struct ibv_sge sge = {(uintptr_t)p->src->p, 64, p->src->mr->lkey};
+	struct ibv_send_wr bad_wr = rdma_wr(IBV_WR_SEND, 0, &sge, 0, 0), *bad;
+
+	for (int i = 0; i < HANDOFF_K; i++)
+		post_send64(p->qp, p->src, p->first + (uint64_t)i);
+	bad_wr.num_sge = 1000;
+	while (!atomic_load(&p->stop)) {
+		int ret = ibv_post_send(p->qp, &bad_wr, &bad);
+
+		if (ret != EINVAL)
+			CHECK_EQ(ret, EINVAL);
+		p->extra++;
+	}
+	return NULL;
+}
+
+/*
+ * The responder's post_recv runs a waiting sender's SQ only if it gets the
+ * sender's sq_lock at once; if a thread of the sender holds it (in
+ * post_send), that thread runs the SQ when it lets go (sr_exec_recheck).
+ * Here a thread of ours posts SENDs for which the agent has no receive yet
+ * and then keeps our sq_lock busy, while the agent posts the receives one
+ * by one, so the two meet on the lock; nobody polls our CQ meanwhile.  The
+ * agent must get every message, in order, each round; a run dropped between
+ * the two would leave the last ones waiting for good.
+ */
+void test_progress_rnr_handoff(void)
+{
+	struct penv e;
+	struct ag_qp aq;
+	struct ibv_qp *qp;
+	static struct ibv_wc wc[HANDOFF_K];
+	struct qp_spec s;
+	unsigned long extra = 0;
+
+	penv_setup(&e, 73);
+	memset(&s, 0, sizeof(s));
+	s.type = IBV_QPT_RC;
+	s.scq = e.cq;
+	s.send_wr = 2 * HANDOFF_K;
+	qp = vqp_create(&e.d, &s);
+	aq = ag_qp_create(&e.ag, IBV_QPT_RC, e.acq, e.acq, -1, 0, 0);
+	pair_connect(&e.d, qp, &CONN_DEFAULT, &e.ag, &aq, &CONN_DEFAULT, &e.r);
+	for (int round = 0; round < HANDOFF_ROUNDS; round++) {
+		struct poster p = {.qp = qp, .src = &e.src, .first = (uint64_t)round * HANDOFF_K};
+		struct ag_piece pc = {e.ar.h[0], 64, 0};
+		pthread_t th;
+		int got;
+
+		sr_note("round %d", round);
+		REQUIRE(pthread_create(&th, NULL, post_k, &p) == 0);
+		for (int i = 0; i < HANDOFF_K; i++) {
+			struct ag_req rq = {.op = AG_POST_RECV,
+					    .len = sizeof(struct ag_piece),
+					    .a = {aq.h, 0, (int64_t)(p.first + (uint64_t)i), 1}};
+
+			ag_send(&e.ag, &rq, &pc);
+		}
+		for (int i = 0; i < HANDOFF_K; i++) {
+			struct ag_rep rep;
+
+			CHECK_EQ(ag_reply(&e.ag, &rep, NULL, 0), 0);
+		}
+		got = ag_poll(&e.ag, e.acq, wc, HANDOFF_K, 3000);
+		atomic_store(&p.stop, 1);
+		pthread_join(th, NULL);
+		extra += p.extra;
+		REQUIRE_EQ(got, HANDOFF_K);
+		for (int i = 0; i < HANDOFF_K; i++)
+			CHECK_WC(wc[i], IBV_WC_SUCCESS, IBV_WC_RECV, p.first + (uint64_t)i, aq.qpn);
+		REQUIRE_EQ(vpoll(e.cq, wc, HANDOFF_K, 3000), HANDOFF_K);
+		for (int i = 0; i < HANDOFF_K; i++)
+			CHECK_WC(wc[i], IBV_WC_SUCCESS, IBV_WC_SEND, p.first + (uint64_t)i,
+				 qp->qp_num);
+	}
+	printf("# %d rounds of %d SENDs, %lu refused posts keeping our sq_lock busy\n",
+	       HANDOFF_ROUNDS, HANDOFF_K, extra);
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 	penv_teardown(&e);
 }
