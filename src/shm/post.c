@@ -429,7 +429,7 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 		pthread_mutex_unlock(&ctx->lock);
 		sr_epoch_enter(ctx->arena);
 		for (unsigned i = 0; i < n; i++)
-			sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, peers[i]));
+			sr_exec_kick_try(ctx, sr_exec_qp_lookup(ctx, peers[i]));
 		sr_epoch_exit();
 		if (peers != local)
 			free(peers);

@@ -241,9 +241,10 @@ static void *post_k(void *arg)
  * and then keeps our sq_lock busy, while the agent posts the receives one
  * by one, so the two meet on the lock; nobody polls our CQ meanwhile.  The
  * agent must get every message, in order, each round; a run dropped between
- * the two would leave the last ones waiting for good.
+ * the two would leave the last ones waiting for good.  The same with the
+ * agent's QP on an SRQ, whose post_srq_recv wakes every sender it feeds.
  */
-void test_progress_rnr_handoff(void)
+static void rnr_handoff(bool srq)
 {
 	struct penv e;
 	struct ag_qp aq;
@@ -251,14 +252,22 @@ void test_progress_rnr_handoff(void)
 	static struct ibv_wc wc[HANDOFF_K];
 	struct qp_spec s;
 	unsigned long extra = 0;
+	int asrq = -1;
 
-	penv_setup(&e, 73);
+	penv_setup(&e, srq ? 74 : 73);
 	memset(&s, 0, sizeof(s));
 	s.type = IBV_QPT_RC;
 	s.scq = e.cq;
 	s.send_wr = 2 * HANDOFF_K;
 	qp = vqp_create(&e.d, &s);
-	aq = ag_qp_create(&e.ag, IBV_QPT_RC, e.acq, e.acq, -1, 0, 0);
+	if (srq) {
+		struct ag_req rq = {.op = AG_SRQ_CREATE, .a = {64, 1, 0}};
+		struct ag_rep rep;
+
+		ag_call(&e.ag, &rq, NULL, &rep, NULL, 0, 0);
+		asrq = (int)rep.a[0];
+	}
+	aq = ag_qp_create(&e.ag, IBV_QPT_RC, e.acq, e.acq, asrq, 0, 0);
 	pair_connect(&e.d, qp, &CONN_DEFAULT, &e.ag, &aq, &CONN_DEFAULT, &e.r);
 	for (int round = 0; round < HANDOFF_ROUNDS; round++) {
 		struct poster p = {.qp = qp, .src = &e.src, .first = (uint64_t)round * HANDOFF_K};
@@ -269,9 +278,10 @@ void test_progress_rnr_handoff(void)
 		sr_note("round %d", round);
 		REQUIRE(pthread_create(&th, NULL, post_k, &p) == 0);
 		for (int i = 0; i < HANDOFF_K; i++) {
-			struct ag_req rq = {.op = AG_POST_RECV,
-					    .len = sizeof(struct ag_piece),
-					    .a = {aq.h, 0, (int64_t)(p.first + (uint64_t)i), 1}};
+			struct ag_req rq = {
+			    .op = AG_POST_RECV,
+			    .len = sizeof(struct ag_piece),
+			    .a = {srq ? asrq : aq.h, srq, (int64_t)(p.first + (uint64_t)i), 1}};
 
 			ag_send(&e.ag, &rq, &pc);
 		}
@@ -296,6 +306,16 @@ void test_progress_rnr_handoff(void)
 	       HANDOFF_ROUNDS, HANDOFF_K, extra);
 	CHECK_EQ(ibv_destroy_qp(qp), 0);
 	penv_teardown(&e);
+}
+
+void test_progress_rnr_handoff(void)
+{
+	rnr_handoff(false);
+}
+
+void test_progress_rnr_handoff_srq(void)
+{
+	rnr_handoff(true);
 }
 
 #define NWAIT 40

@@ -40,6 +40,7 @@
 	X(progress_peer_not_ready_blocked, 60)                                                     \
 	X(progress_rnr_blocked, 60)                                                                \
 	X(progress_rnr_handoff, 60)                                                                \
+	X(progress_rnr_handoff_srq, 60)                                                            \
 	X(many_qps, 180)                                                                           \
 	X(threads_write, 120)                                                                      \
 	X(ud_many_to_one, 60)                                                                      \
