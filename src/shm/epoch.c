@@ -10,6 +10,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/shmlock.h"
@@ -35,6 +36,13 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sr_epoch_slot *shared_slot;
 static void *shared_arena;
 static unsigned shared_inside;
+/* How many slots threads may take for their own (own_slot_limit), and until
+ * when not to look for one again after finding none free: a thread on the
+ * overflow slot enters the slow path every time, and a scan of thousands of
+ * slots each time made it slow (the scan is retried every 10 ms, so a slot
+ * given back is still found). */
+static unsigned own_slots;
+static uint64_t own_full_until_ns;
 
 /* Only if it is still ours: the daemon frees a process's slots when its
  * last connection closes, and another process may have claimed one since. */
@@ -98,12 +106,24 @@ static void fork_child(void)
 	shared_slot = NULL;
 	shared_arena = NULL;
 	shared_inside = 0;
+	own_full_until_ns = 0;
 }
+
+static unsigned own_slot_limit(void);
 
 static void init_once(void)
 {
+	own_slots = own_slot_limit();
 	pthread_key_create(&slot_key, thread_gone);
 	pthread_atfork(NULL, NULL, fork_child);
+}
+
+static uint64_t coarse_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Claims a free slot in [from, to) and lists it for `tid`; caller holds mu. */
@@ -164,7 +184,6 @@ static unsigned own_slot_limit(void)
 
 void sr_epoch_enter_slow(void *arena)
 {
-	const unsigned own_slots = own_slot_limit();
 	struct sr_epoch_tls *t = &sr_epoch_tls;
 	struct sr_arena_hdr *h = arena;
 	struct sr_epoch_slot *s = NULL;
@@ -183,8 +202,11 @@ void sr_epoch_enter_slow(void *arena)
 				drop(i); /* another daemon's arena: move the slot */
 			break;
 		}
-	if (!s)
+	if (!s && coarse_now_ns() >= own_full_until_ns) {
 		s = claim(arena, 0, own_slots, me);
+		if (!s)
+			own_full_until_ns = coarse_now_ns() + 10000000;
+	}
 	t->gen = atomic_load_explicit(&sr_epoch_gen, memory_order_relaxed);
 	t->slot = s;
 	t->arena = s ? arena : NULL;
