@@ -128,15 +128,16 @@ struct sr_wq {
 	struct sr_lock prod_lock; /* RQ/SRQ producers */
 	_Atomic uint32_t waiting; /* RQ/SRQ: a sender waits (RNR) for a receive here */
 	_Atomic uint32_t polled;  /* SR_WQ_FREED_BY_POLL: index + 1 of the newest WQE whose
-				     completion the owner has polled (cq_poll.c) */
+				     completion the owner has polled (cq_poll.c); only grows */
 	/* consumer line */
 	alignas(SR_CACHELINE) _Atomic uint32_t tail;
 };
 static_assert(sizeof(struct sr_wq) == 3 * SR_CACHELINE, "wq header layout");
 
 enum sr_wq_flags {
-	/* A QP's own RQ, as on mlx5: a receive WQE stays outstanding (counts
-	 * against max_wr) until the owner polls its completion, so post_recv
+	/* A QP's own RQ and an SRQ, as on mlx5: a receive WQE stays
+	 * outstanding (counts against max_wr) until the owner polls its
+	 * completion (for an SRQ, on any of its QPs' CQs), so post_recv
 	 * learns of free slots from poll_cq in its own process instead of
 	 * reading the consumer's tail line, which the peer writes for every
 	 * message.  The ring has twice max_wr slots, so the slots post_recv

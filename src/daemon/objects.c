@@ -557,7 +557,8 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	stride = recv_stride(sge);
 	cnt = roundup_pow2(max_wr);
 	hdr = align64(sizeof(*srq));
-	off = sr_heap_alloc(d, hdr + (uint64_t)cnt * stride, &got);
+	/* SR_WQ_FREED_BY_POLL: twice the slots of max_wr (layout.h) */
+	off = sr_heap_alloc(d, hdr + 2ull * cnt * stride, &got);
 	if (!off)
 		return -ENOMEM;
 	idx = sr_idalloc_get(&d->srqn_ids);
@@ -580,7 +581,9 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	srq->async_fd_id = req->u.srq.async_fd_id;
 	srq->user_handle = req->u.srq.user_handle;
 	sr_shm_lock_init(&srq->lock);
-	wq_init(&srq->rq, max_wr, sge, 0, stride, off + hdr);
+	wq_init(&srq->rq, 2 * cnt, sge, 0, stride, off + hdr);
+	srq->rq.max_wr = cnt;
+	srq->rq.flags = SR_WQ_FREED_BY_POLL;
 	srq->rq.limit = req->u.srq.srq_limit;
 	atomic_store_explicit(&srq->limit_armed, srq->rq.limit != 0, memory_order_relaxed);
 	atomic_store_explicit(&sr_arena_srqtab(d->arena)[idx].obj_off, off, memory_order_release);

@@ -110,25 +110,41 @@ static inline void to_wc(const struct sr_cqe *e, struct ibv_wc *wc)
 	wc->dlid_path_bits = e->dlid_path_bits;
 }
 
-/* A polled receive completion frees its slot in the QP's RQ for post_recv
- * (SR_WQ_FREED_BY_POLL, layout.h).  Ignored unless it is newer than what
- * was freed and not beyond what was posted: a completion from before a
- * RESET, or of an earlier QP that had this number, frees nothing. */
+/* A polled receive completion frees its slot in the QP's RQ, or in its
+ * SRQ, for post_recv (SR_WQ_FREED_BY_POLL, layout.h).  Ignored unless it is
+ * newer than what was freed and not beyond what was posted: a completion
+ * from before a RESET, or of an earlier QP that had this number, frees
+ * nothing.  An SRQ's completions can be polled out of order (its QPs may
+ * use several CQs, polled by several threads): `polled` only grows, by
+ * compare-and-swap, and a WQE polled before an older one frees the older
+ * one's slot too, which is safe as consumers take WQEs in order. */
 static inline void rq_slot_polled(struct sr_context *ctx, const struct sr_cqe *e)
 {
 	struct sr_qp_shm *q;
+	struct sr_wq *wq;
 	uint32_t done, polled;
 
 	if (!(e->opcode & IBV_WC_RECV))
 		return;
 	q = sr_exec_qp_lookup(ctx, e->qp_num);
-	if (!q || !(q->rq.flags & SR_WQ_FREED_BY_POLL))
+	if (!q)
+		return;
+	wq = q->srqn ? &((struct sr_srq_shm *)sr_arena_ptr(ctx->arena, q->srq_off))->rq : &q->rq;
+	if (!(wq->flags & SR_WQ_FREED_BY_POLL))
 		return;
 	done = e->wqe_index + 1;
-	polled = atomic_load_explicit(&q->rq.polled, memory_order_relaxed);
-	if ((int32_t)(done - polled) > 0 &&
-	    (int32_t)(atomic_load_explicit(&q->rq.head, memory_order_relaxed) - done) >= 0)
-		atomic_store_explicit(&q->rq.polled, done, memory_order_relaxed);
+	polled = atomic_load_explicit(&wq->polled, memory_order_relaxed);
+	if ((int32_t)(atomic_load_explicit(&wq->head, memory_order_relaxed) - done) < 0)
+		return;
+	if (!q->srqn) { /* one CQ, polled under its lock: in order */
+		if ((int32_t)(done - polled) > 0)
+			atomic_store_explicit(&wq->polled, done, memory_order_relaxed);
+		return;
+	}
+	while ((int32_t)(done - polled) > 0 &&
+	       !atomic_compare_exchange_weak_explicit(&wq->polled, &polled, done,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
 }
 
 int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)

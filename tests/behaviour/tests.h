@@ -50,6 +50,7 @@
 	X(cq_ex_api, 60)                                                                           \
 	X(direct_path, 60)                                                                         \
 	X(rq_freed_by_poll, 60)                                                                    \
+	X(srq_freed_by_poll, 60)                                                                   \
 	X(reclaim_waits_for_readers, 60)
 
 #define SR_DECLARE_TEST(name, timeout) void test_##name(void);
