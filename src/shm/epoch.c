@@ -10,11 +10,11 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/shmlock.h"
 #include "shm/epoch.h"
+#include "shm/qp_err.h" /* sr_now_ns */
 
 __thread struct sr_epoch_tls sr_epoch_tls __attribute__((tls_model("initial-exec")));
 _Atomic unsigned long sr_epoch_gen;
@@ -118,14 +118,6 @@ static void init_once(void)
 	pthread_atfork(NULL, NULL, fork_child);
 }
 
-static uint64_t coarse_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Claims a free slot in [from, to) and lists it for `tid`; caller holds mu. */
 static struct sr_epoch_slot *claim(void *arena, unsigned from, unsigned to, uint32_t tid)
 {
@@ -202,10 +194,10 @@ void sr_epoch_enter_slow(void *arena)
 				drop(i); /* another daemon's arena: move the slot */
 			break;
 		}
-	if (!s && coarse_now_ns() >= own_full_until_ns) {
+	if (!s && sr_now_ns() >= own_full_until_ns) {
 		s = claim(arena, 0, own_slots, me);
 		if (!s)
-			own_full_until_ns = coarse_now_ns() + 10000000;
+			own_full_until_ns = sr_now_ns() + 10000000;
 	}
 	t->gen = atomic_load_explicit(&sr_epoch_gen, memory_order_relaxed);
 	t->slot = s;

@@ -779,14 +779,6 @@ static void stall(struct sr_qp_shm *qp, struct sr_qp_shm *t, enum xres why)
 	atomic_store_explicit(&qp->stalled, kind, memory_order_release);
 }
 
-/* Tells the owner's poll_cq to retry (and time out) this QP. */
-static void hint_owner(void *arena, struct sr_qp_shm *qp)
-{
-	struct sr_cq_shm *cq = sr_arena_ptr(arena, qp->send_cq_off);
-
-	atomic_store_explicit(&cq->stall_hint, 1, memory_order_release);
-}
-
 /* The SQ head failed its wait (RNR or ACK retries exhausted): complete it
  * in error, QP to ERR, flush. */
 static void fail_stalled(struct sr_context *ctx, struct sr_qp_shm *qp)
@@ -809,7 +801,7 @@ static void head_not_done(struct sr_context *ctx, struct sr_qp_shm *qp, const st
 {
 	if (r == X_STALL_RNR || r == X_STALL_NOACK) {
 		stall(qp, x->stall_target, r);
-		hint_owner(ctx->arena, qp);
+		sr_hint_owner(ctx->arena, qp);
 		/* an expired wait fails now rather than at the next poll */
 		if (atomic_load_explicit(&qp->stall_deadline_ns, memory_order_relaxed) <=
 		    sr_now_ns())
@@ -940,7 +932,9 @@ void sr_exec_direct_queued(struct sr_context *ctx, struct sr_qp_shm *qp,
 	head_not_done(ctx, qp, &x, pending->res);
 }
 
-bool sr_exec_rnr_ready(struct sr_context *ctx, const struct sr_qp_shm *qp)
+/* Without locks: true if the responder of `qp` has a receive posted now, or
+ * is gone. */
+static bool rnr_ready(struct sr_context *ctx, const struct sr_qp_shm *qp)
 {
 	struct sr_qp_shm *t = qp_lookup(ctx->arena, qp->dest_qpn);
 	struct rq_ref r;
@@ -958,7 +952,7 @@ __attribute__((noinline, cold)) void sr_exec_recheck(struct sr_context *ctx, str
 		 * before its failed trylock: it saw our lock held, so we see its
 		 * receive */
 		atomic_thread_fence(memory_order_seq_cst);
-		if (!sr_exec_rnr_ready(ctx, qp) || sr_shm_trylock(&qp->sq_lock))
+		if (!rnr_ready(ctx, qp) || sr_shm_trylock(&qp->sq_lock))
 			return; /* nothing yet, or the new holder rechecks */
 		sr_exec_sq_locked(ctx, qp);
 		sr_shm_unlock(&qp->sq_lock);

@@ -56,11 +56,9 @@ void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator);
 void sr_exec_kick_try(struct sr_context *ctx, struct sr_qp_shm *initiator);
 /* For every library holder of an sq_lock, after releasing it: if the QP
  * waits for a receive (RNR) and its responder now has one, runs the SQ
- * (unless another thread got the lock first, which then does the same). */
+ * (unless another thread got the lock first, which then does the same).
+ * Callers of the kicks and of this are inside a reader section (epoch.h). */
 void sr_exec_recheck(struct sr_context *ctx, struct sr_qp_shm *qp);
-/* Without locks: true if the responder of `qp` has a receive posted now, or
- * is gone.  All three: caller inside a reader section (epoch.h). */
-bool sr_exec_rnr_ready(struct sr_context *ctx, const struct sr_qp_shm *qp);
 struct sr_qp_shm *sr_exec_qp_lookup(struct sr_context *ctx, uint32_t qpn);
 /* sr_signal_fn for the library: signals an eventfd by daemon id. */
 void sr_signal_fd(void *arg, uint32_t fd_id);

@@ -94,14 +94,19 @@ void sr_sq_flush_locked(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal,
 	atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
 }
 
-void sr_sq_flush_later(void *arena, struct sr_qp_shm *qp)
+void sr_hint_owner(void *arena, struct sr_qp_shm *qp)
 {
 	struct sr_cq_shm *cq = sr_arena_ptr(arena, qp->send_cq_off);
 
+	atomic_store_explicit(&cq->stall_hint, 1, memory_order_release);
+}
+
+void sr_sq_flush_later(void *arena, struct sr_qp_shm *qp)
+{
 	atomic_store_explicit(&qp->flush_pending, 1, memory_order_release);
 	/* the owner's next poll of its send CQ pays it (retry_stalled); the
 	 * daemon's tick, within 100 ms, if the owner is blocked or busy */
-	atomic_store_explicit(&cq->stall_hint, 1, memory_order_release);
+	sr_hint_owner(arena, qp);
 }
 
 int sr_sq_flush_owed(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg)

@@ -42,6 +42,9 @@ void sr_sq_complete_head(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status s
 			 uint32_t byte_len, sr_signal_fn *signal, void *arg);
 /* Flushes the SQ from exec_pos (caller holds sq_lock). */
 void sr_sq_flush_locked(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg);
+/* Tells the owner's poll_cq (retry_stalled) to look at this QP's SQ: a
+ * wait to retry or time out, or an owed flush. */
+void sr_hint_owner(void *arena, struct sr_qp_shm *qp);
 /* For a QP just moved to ERR whose sq_lock someone else holds (it may not
  * see the new state before it lets go): records that its SQ flush is owed
  * and tells the owner's send CQ to look.  Neither waits for the lock. */
