@@ -5,7 +5,8 @@
 # seeing each other's resources, and each test stops exactly the daemon it
 # started (by PID) when it exits.
 #
-#   sr_setup BUILD_DIR     start a private daemon; sets SR (the softrdma CLI)
+#   sr_setup BUILD_DIR     start a private daemon; sets SR (the softrdma CLI);
+#                          its stderr goes to $SR_DAEMON_LOG if that is set
 #   sr_wait_port PORT      wait until a TCP port listens (server ready)
 #   sr_cleanup             stop what sr_setup and sr_bg started (also on EXIT)
 #   sr_bg LOGFILE CMD...   run CMD in the background, remembered for cleanup
@@ -17,7 +18,11 @@ sr_setup() {
 	SR="$SR_BUILD/bin/softrdma"
 	export SOFTRDMA_SOCKET="softrdma-test-$$-$RANDOM"
 	export SOFTRDMA_NO_SPAWN=1
-	"$SR_BUILD/bin/softrdmad" --idle 0 &
+	if [ -n "${SR_DAEMON_LOG:-}" ]; then
+		"$SR_BUILD/bin/softrdmad" --idle 0 2>"$SR_DAEMON_LOG" &
+	else
+		"$SR_BUILD/bin/softrdmad" --idle 0 &
+	fi
 	SR_DAEMON_PID=$!
 	trap sr_cleanup EXIT
 	for _ in $(seq 100); do

@@ -24,18 +24,8 @@ if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
 fi
 tmp=$(mktemp -d)
 dlog=$tmp/daemon.log
-# sr_setup, with the daemon's log kept
-SR_BUILD=$(cd "$1" && pwd -P)
-SR="$SR_BUILD/bin/softrdma"
-export SOFTRDMA_SOCKET="softrdma-test-$$-$RANDOM"
-export SOFTRDMA_NO_SPAWN=1
-"$SR_BUILD/bin/softrdmad" --idle 0 2>"$dlog" &
-SR_DAEMON_PID=$!
+SR_DAEMON_LOG=$dlog sr_setup "$1" || exit 1
 trap 'sr_cleanup; rm -rf "$tmp"' EXIT
-for _ in $(seq 100); do
-	"$SR" status 2>/dev/null | grep -q '^device' && break
-	sleep 0.05
-done
 
 fail() {
 	echo "FAIL: $*"
