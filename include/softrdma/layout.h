@@ -58,6 +58,7 @@
 #define SR_GID_TBL_LEN	    16
 #define SR_PKEY_TBL_LEN	    1
 #define SR_NUM_COMP_VECTORS 1
+#define SR_DB_SLOTS	    4096 /* engine doorbell queue (power of two) */
 
 /* Memory-key table entry.  Readers (any process) validate remote and local
  * accesses against it; the daemon writes it.  `seq` is a seqlock: odd while
@@ -309,12 +310,21 @@ struct sr_qp_shm {
 	uint8_t alt_ah_attr[32];
 	uint32_t alt_port_num, alt_pkey_index, alt_timeout, path_mig_state;
 	_Atomic uint32_t async_events; /* bits (1 << enum ibv_event_type) pending for the owner */
+	/* RoCEv2 (src/engine), set by the daemon's modify_qp: `wire` = 1 when
+	 * the connected peer (RC/UC) is on another host, found by its GID;
+	 * then the host's engine, not the same-host executor, runs the SQ,
+	 * sending from `sgid` (a local GID) to `dgid`.  `wire_gen` changes
+	 * at every modify, so the engine resynchronises its own state. */
+	uint32_t wire;
+	_Atomic uint32_t wire_gen;
+	uint8_t sgid[16], dgid[16];
 	/* data path, requester side: written by whoever holds sq_lock */
 	alignas(SR_CACHELINE) struct sr_lock sq_lock; /* post_send and the SQ executor */
 	_Atomic uint32_t stalled;		      /* SQ head waits: enum sr_stall */
 	_Atomic uint64_t
-	    stall_deadline_ns; /* when the wait turns into an error; UINT64_MAX = never */
-	uint32_t exec_pos;     /* SQ index of the next WQE to execute (under sq_lock) */
+	    stall_deadline_ns;	  /* when the wait turns into an error; UINT64_MAX = never */
+	uint32_t exec_pos;	  /* SQ index of the next WQE to execute (under sq_lock) */
+	_Atomic uint32_t wire_db; /* wire QP: 1 while queued on the engine's doorbell */
 	/* 1: the QP went to ERR while another held sq_lock, so its SQ flush is
 	 * owed (sr_sq_flush_owed: the owner's next poll or the daemon's tick) */
 	_Atomic uint32_t flush_pending;
@@ -382,6 +392,15 @@ struct sr_arena_hdr {
 	 * every chunk retired while it is inside) */
 	alignas(SR_CACHELINE) _Atomic uint64_t epoch;
 	_Atomic uint32_t epoch_unslotted;
+	/* The RoCEv2 engine's doorbell (src/engine/doorbell.h): a bounded
+	 * multi-producer queue of QPNs whose send queue has new work, and the
+	 * engine's eventfd (a daemon fd id), written only when it sleeps. */
+	alignas(SR_CACHELINE) _Atomic uint32_t engine_sleeping;
+	uint32_t engine_fd_id;				/* 0: no engine (RoCEv2 off on this host) */
+	alignas(SR_CACHELINE) _Atomic uint64_t db_head; /* producers: next slot to claim */
+	alignas(SR_CACHELINE) _Atomic uint64_t db_tail; /* the engine: next slot to read */
+	_Atomic uint32_t db_overflow; /* a producer found the queue full: the engine rescans */
+	alignas(SR_CACHELINE) _Atomic uint64_t db_ring[SR_DB_SLOTS]; /* (seq << 32) | qpn */
 };
 
 /*
@@ -418,6 +437,9 @@ static inline uint32_t sr_arena_layout_version(void)
 	    sizeof(struct sr_mcast_group),
 	    sizeof(struct sr_epoch_slot),
 	    offsetof(struct sr_arena_hdr, epoch),
+	    offsetof(struct sr_arena_hdr, db_ring),
+	    offsetof(struct sr_qp_shm, wire),
+	    SR_DB_SLOTS,
 	    SR_MAX_EPOCH_SLOTS,
 	    SR_EPOCH_OVERFLOW_SLOTS,
 	    SR_CNT_MAX,

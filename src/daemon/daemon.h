@@ -73,6 +73,7 @@ struct sr_client {
 	pid_t pid;
 	uint32_t id;
 	bool monitor;
+	bool internal; /* the daemon's own RoCEv2 engine (engine.c) */
 	char comm[32];
 	struct sr_obj *objs; /* newest first */
 	struct sr_client *next;

@@ -16,6 +16,7 @@
 
 #include "core/log.h"
 #include "daemon/daemon.h"
+#include "engine/doorbell.h"
 
 #define SR_HEAP_MIN_SHIFT 8
 #define SR_HEAP_CLASSES	  32
@@ -57,7 +58,8 @@ int sr_heap_init(struct sr_daemon *d, uint64_t size)
 	h->version = sr_arena_layout_version();
 	h->hdr_size = sizeof(*h);
 	h->size = size;
-	off = 4096;
+	sr_db_init(h);
+	off = (sizeof(*h) + 4095) & ~4095ull;
 	h->keytab_off = off;
 	off += (uint64_t)SR_MAX_KEYS * sizeof(struct sr_key_entry);
 	off = (off + 4095) & ~4095ull;

@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/msg.h"
 #include "daemon/daemon.h"
+#include "engine/engine.h"
 
 static volatile sig_atomic_t sr_stop;
 
@@ -95,6 +96,35 @@ static void accept_client(struct sr_daemon *d)
 	d->clients = c;
 }
 
+/* The RoCEv2 engine's connection: a client like any other, served by this
+ * loop, but one that neither keeps the daemon alive nor shows as a process. */
+static int add_engine_client(struct sr_daemon *d)
+{
+	struct sr_client *c;
+	int sp[2], ret;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp))
+		return -errno;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(sp[0]);
+		close(sp[1]);
+		return -ENOMEM;
+	}
+	c->sock = sp[0];
+	c->pid = getpid();
+	c->internal = true;
+	snprintf(c->comm, sizeof(c->comm), "roce-engine");
+	c->next = d->clients;
+	d->clients = c;
+	ret = sr_engine_start(sp[1]);
+	if (ret) {
+		close(sp[1]);
+		sr_info("RoCEv2 engine off: %s", strerror(-ret));
+	}
+	return ret;
+}
+
 static void drop_client(struct sr_daemon *d, struct sr_client *c)
 {
 	struct sr_client **pp;
@@ -137,7 +167,7 @@ static void serve_client(struct sr_daemon *d, struct sr_client *c)
 static bool has_resource_clients(const struct sr_daemon *d)
 {
 	for (const struct sr_client *c = d->clients; c; c = c->next)
-		if (!c->monitor)
+		if (!c->monitor && !c->internal)
 			return true;
 	return false;
 }
@@ -197,6 +227,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sr_info("serving %s, idle timeout %d s", d.dev.name, d.idle_timeout_s);
+	add_engine_client(&d);
 	idle_since = sr_daemon_now_ms();
 
 	while (!sr_stop) {
@@ -242,6 +273,11 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
+	/* a request the engine may be waiting on fails rather than hangs */
+	for (struct sr_client *c = d.clients; c; c = c->next)
+		if (c->internal)
+			shutdown(c->sock, SHUT_RDWR);
+	sr_engine_stop();
 	while (d.clients)
 		drop_client(&d, d.clients);
 	close(d.listen_fd);

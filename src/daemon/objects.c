@@ -594,6 +594,32 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	return 0;
 }
 
+/*
+ * Routing by GID: a connected QP (RC, UC) whose destination GID is not one
+ * of this host's goes over the wire (RoCEv2, src/engine), whatever its
+ * dest_qp_num may also name here; a local GID keeps the same-host path.
+ * Only ah_attr with a GRH can name another host (RoCE requires one).
+ */
+static void wire_route(struct sr_daemon *d, struct sr_qp_shm *qp)
+{
+	struct ibv_ah_attr ah;
+	bool local = false;
+
+	static_assert(sizeof(ah) <= sizeof(qp->ah_attr), "ah_attr fits");
+	memcpy(&ah, qp->ah_attr, sizeof(ah));
+	qp->wire = 0;
+	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) || !ah.is_global)
+		return;
+	for (uint32_t i = 0; i < d->dev.gid_cnt; i++)
+		if (!memcmp(d->dev.gids[i].gid, ah.grh.dgid.raw, 16))
+			local = true;
+	if (local || ah.grh.sgid_index >= d->dev.gid_cnt)
+		return;
+	memcpy(qp->sgid, d->dev.gids[ah.grh.sgid_index].gid, 16);
+	memcpy(qp->dgid, ah.grh.dgid.raw, 16);
+	qp->wire = 1;
+}
+
 static int do_modify_srq(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 			 struct sr_rep *rep)
 {
@@ -834,6 +860,11 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 		atomic_store(&qp->stalled, SR_STALL_NONE);
 		atomic_store(&qp->flush_pending, 0);
 	}
+	if (next == IBV_QPS_RESET)
+		qp->wire = 0;
+	else if (next == IBV_QPS_RTR && (mask & IBV_QP_AV))
+		wire_route(d, qp);
+	atomic_fetch_add_explicit(&qp->wire_gen, 1, memory_order_release);
 	atomic_store_explicit(&qp->state, next, memory_order_release);
 	sr_shm_unlock(&qp->rq.prod_lock);
 	sr_shm_unlock(&qp->rq_lock);

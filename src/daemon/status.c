@@ -217,7 +217,7 @@ char *sr_status_text(struct sr_daemon *d, size_t *len)
 	for (struct sr_client *c = d->clients; c; c = c->next) {
 		unsigned cnt[SR_OBJ_KINDS] = {0};
 
-		if (c->monitor || !c->id)
+		if (c->monitor || c->internal || !c->id)
 			continue;
 		nclients++;
 		for (struct sr_obj *o = c->objs; o; o = o->cnext)

@@ -17,6 +17,7 @@
  * SRQ lock) -> CQ locks.  Nobody takes an sq_lock while holding an rq_lock.
  */
 #include <endian.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@
 #include "shm/fdcache.h"
 #include "shm/mrmap.h"
 #include "shm/qp_err.h"
+#include "shm/responder.h"
 #include "verbs/internal.h"
 
 #define SR_QPN_MCAST 0xffffffu
@@ -295,12 +297,12 @@ static bool invalidate_key(struct sr_context *ctx, uint32_t key, uint32_t pd)
  * payload (NULL for RDMA WRITE with immediate, whose data went by rkey);
  * `grh` prefixes UD deliveries.
  */
-static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *src, unsigned ns,
-			 uint64_t len, const uint8_t *grh)
+static inline __attribute__((always_inline)) enum xres
+deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, uint32_t src_qpn,
+	    struct sr_qp_shm *t, const struct seg *src, unsigned ns, uint64_t len,
+	    const uint8_t *grh, enum ibv_wc_status *req_status)
 {
-	struct sr_context *ctx = x->ctx;
-	struct sr_send_wqe *w = x->w;
-	bool rc = x->qp->type == IBV_QPT_RC;
+	bool rc = type == IBV_QPT_RC;
 	struct seg dst[SR_MAX_SGE + 1], hsrc[SR_MAX_SGE + 1];
 	enum ibv_wc_status rst = IBV_WC_SUCCESS;
 	enum ibv_wc_opcode op = IBV_WC_RECV;
@@ -318,10 +320,8 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 	if (!rw && rc)
 		rw = rq_wait(ctx->arena, &r);
 	if (!rw) {
-		if (rc) {
-			x->stall_target = t;
+		if (rc)
 			res = X_STALL_RNR;
-		}
 		sr_shm_unlock(r.lock);
 		return res; /* UC/UD: dropped (C9-xx: no RNR on unreliable service) */
 	}
@@ -338,7 +338,7 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 	case IBV_WR_SEND_WITH_INV:
 		if (!invalidate_key(ctx, w->imm_or_inv, t->pd)) {
 			rst = IBV_WC_LOC_PROT_ERR;
-			x->status = IBV_WC_REM_INV_REQ_ERR;
+			*req_status = IBV_WC_REM_INV_REQ_ERR;
 			goto fail;
 		}
 		flags |= IBV_WC_WITH_INV;
@@ -353,13 +353,13 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 		if (map_sges(ctx, (const struct sr_sge_shm *)(rw + 1), rw->num_sge,
 			     IBV_ACCESS_LOCAL_WRITE, t->pd, t->qpn, dst, &cap)) {
 			rst = IBV_WC_LOC_PROT_ERR;
-			x->status = IBV_WC_REM_OP_ERR;
+			*req_status = IBV_WC_REM_OP_ERR;
 			goto fail;
 		}
 		if (need > cap) {
 			/* C9-xx: responder length error; requester sees an invalid request NAK */
 			rst = IBV_WC_LOC_LEN_ERR;
-			x->status = IBV_WC_REM_INV_REQ_ERR;
+			*req_status = IBV_WC_REM_INV_REQ_ERR;
 			goto fail;
 		}
 		/* A small message takes the CQ's producer lock before writing the
@@ -380,18 +380,69 @@ static enum xres deliver(struct xfer *x, struct sr_qp_shm *t, const struct seg *
 		}
 	}
 	push_recv_cqe(ctx, t, slot, rq_consume(ctx, &r), rw->wr_id, IBV_WC_SUCCESS, op,
-		      (uint32_t)need, flags, imm, x->qp->qpn, w->flags & SR_WQE_SOLICITED);
+		      (uint32_t)need, flags, imm, src_qpn, w->flags & SR_WQE_SOLICITED);
 	sr_shm_unlock(r.lock);
 	return X_DONE;
 
 fail:
-	push_recv_cqe(ctx, t, NULL, rq_consume(ctx, &r), rw->wr_id, rst, op, 0, 0, 0, x->qp->qpn,
+	push_recv_cqe(ctx, t, NULL, rq_consume(ctx, &r), rw->wr_id, rst, op, 0, 0, 0, src_qpn,
 		      false);
 	sr_shm_unlock(r.lock);
-	if (x->qp->type == IBV_QPT_UD)
+	if (type == IBV_QPT_UD)
 		return X_DONE; /* a datagram's failure stays at the responder */
-	x->responder_err = t;
-	return rc ? X_ERR : X_DONE;
+	return X_ERR;	       /* the responder goes to ERR; UC's requester never hears of it */
+}
+
+static inline __attribute__((always_inline)) enum xres deliver(struct xfer *x, struct sr_qp_shm *t,
+							       const struct seg *src, unsigned ns,
+							       uint64_t len, const uint8_t *grh)
+{
+	enum xres res =
+	    deliver_msg(x->ctx, x->w, x->qp->type, x->qp->qpn, t, src, ns, len, grh, &x->status);
+
+	if (res == X_STALL_RNR)
+		x->stall_target = t;
+	if (res == X_ERR) {
+		x->responder_err = t;
+		if (x->qp->type != IBV_QPT_RC)
+			return X_DONE;
+	}
+	return res;
+}
+
+/* C9-xx / 10.6.3: a remote access needs the right on the responder QP
+ * (qp_access_flags) and on the key, the key of the QP's PD, the range
+ * inside the region. */
+static inline __attribute__((always_inline)) bool rkey_ok(struct sr_context *ctx,
+							  struct sr_qp_shm *t, uint32_t rkey,
+							  uint64_t va, uint64_t len, uint32_t need,
+							  void **p)
+{
+	return (t->access & need) &&
+	       !sr_key_resolve(ctx, ctx->arena, rkey, va, len, need, t->pd, t->qpn, true, p);
+}
+
+/* CMP_AND_SWP / FETCH_AND_ADD at the responder: SUCCESS and the original
+ * value, or the requester's error status. */
+static enum ibv_wc_status atomic_at(struct sr_context *ctx, struct sr_qp_shm *t, uint8_t opcode,
+				    uint64_t va, uint32_t rkey, uint64_t compare_add, uint64_t swap,
+				    uint64_t *orig)
+{
+	void *p = NULL;
+
+	if (va & 7)
+		return IBV_WC_REM_INV_REQ_ERR; /* C9-xx: naturally aligned */
+	if (!rkey_ok(ctx, t, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC, &p))
+		return IBV_WC_REM_ACCESS_ERR;
+	/* a real atomic instruction on the shared page: atomic against every initiator */
+	if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		*orig = compare_add;
+		__atomic_compare_exchange_n((uint64_t *)p, orig, swap, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	} else {
+		*orig = __atomic_fetch_add((uint64_t *)p, compare_add, __ATOMIC_SEQ_CST);
+	}
+	return IBV_WC_SUCCESS;
 }
 
 /* ---- opcodes ---- */
@@ -520,9 +571,7 @@ write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len
 	}
 	if (len) {
 		/* C9-xx / 10.6.3: the responder QP must allow remote writes, and the key too */
-		if (!(t->access & IBV_ACCESS_REMOTE_WRITE) ||
-		    sr_key_resolve(ctx, ctx->arena, w->rkey, w->remote_addr, len,
-				   IBV_ACCESS_REMOTE_WRITE, t->pd, t->qpn, true, &p))
+		if (!rkey_ok(ctx, t, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 		dst.p = p;
 		dst.len = len;
@@ -563,9 +612,7 @@ read_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
 	if (!t)
 		return X_STALL_NOACK;
 	if (len) {
-		if (!(t->access & IBV_ACCESS_REMOTE_READ) ||
-		    sr_key_resolve(ctx, ctx->arena, w->rkey, w->remote_addr, len,
-				   IBV_ACCESS_REMOTE_READ, t->pd, t->qpn, true, &p))
+		if (!rkey_ok(ctx, t, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_READ, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 		src.p = p;
 		src.len = len;
@@ -608,8 +655,8 @@ static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd, 
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
 	struct sr_qp_shm *t;
+	enum ibv_wc_status st;
 	uint64_t orig;
-	void *p = NULL;
 
 	if (len != 8) {
 		x->status = IBV_WC_LOC_LEN_ERR;
@@ -619,20 +666,9 @@ static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd, 
 	t = connected_peer(x);
 	if (!t)
 		return X_STALL_NOACK;
-	if (w->remote_addr & 7)
-		return remote_fail(x, t, IBV_WC_REM_INV_REQ_ERR); /* C9-xx: naturally aligned */
-	if (!(t->access & IBV_ACCESS_REMOTE_ATOMIC) ||
-	    sr_key_resolve(ctx, ctx->arena, w->rkey, w->remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC,
-			   t->pd, t->qpn, true, &p))
-		return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
-	/* a real atomic instruction on the shared page: atomic against every initiator */
-	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
-		orig = w->compare_add;
-		__atomic_compare_exchange_n((uint64_t *)p, &orig, w->swap, false, __ATOMIC_SEQ_CST,
-					    __ATOMIC_SEQ_CST);
-	} else {
-		orig = __atomic_fetch_add((uint64_t *)p, w->compare_add, __ATOMIC_SEQ_CST);
-	}
+	st = atomic_at(ctx, t, w->opcode, w->remote_addr, w->rkey, w->compare_add, w->swap, &orig);
+	if (st != IBV_WC_SUCCESS)
+		return remote_fail(x, t, st);
 	struct seg src = {(char *)&orig, 8};
 
 	copy_segs(dst, nd, &src, 1, 8);
@@ -826,6 +862,9 @@ int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
 {
 	int done = 0;
 
+	if (qp->wire)
+		return 0; /* the RoCEv2 engine runs this SQ (src/engine) */
+
 	for (;;) {
 		uint32_t head = atomic_load_explicit(&qp->sq.head, memory_order_acquire);
 		uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
@@ -980,4 +1019,162 @@ void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator)
 	sr_exec_sq_locked(ctx, initiator);
 	sr_shm_unlock(&initiator->sq_lock);
 	sr_exec_recheck(ctx, initiator);
+}
+
+/* ---- the responder's side, for requests that come from the wire ----
+ *
+ * The RoCEv2 responder (src/engine/resp.c) runs the same code as the
+ * same-host executor above for everything a request does at the target:
+ * key and access checks, atomics, receive-WQE consumption, scatter, CQEs,
+ * invalidation, the responder's move to ERR.  Only the packetisation
+ * differs: a message of several packets takes its receive WQE at the first
+ * packet and completes it at the last (IBTA 9.7.5.1.4 / C9-91). */
+
+int sr_resp_deliver(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t sender_type,
+		    uint32_t src_qpn, const struct sr_send_wqe *w, const void *payload,
+		    uint32_t len, const uint8_t *grh, enum ibv_wc_status *req_status)
+{
+	struct seg src = {(char *)payload, len};
+
+	switch (deliver_msg(ctx, w, sender_type, src_qpn, t, len ? &src : NULL, len ? 1 : 0, len,
+			    grh, req_status)) {
+	case X_DONE:
+		return 0;
+	case X_STALL_RNR:
+		return -EAGAIN;
+	default:
+		return -EIO;
+	}
+}
+
+bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t rkey, uint64_t va,
+		  uint64_t len, uint32_t need, void **p)
+{
+	if (!len) {
+		*p = NULL;
+		return true; /* C9-xx: a zero-length access checks no key */
+	}
+	return rkey_ok(ctx, t, rkey, va, len, need, p);
+}
+
+enum ibv_wc_status sr_resp_atomic(struct sr_context *ctx, struct sr_qp_shm *t, uint8_t wr_opcode,
+				  uint64_t va, uint32_t rkey, uint64_t compare_add, uint64_t swap,
+				  uint64_t *orig)
+{
+	return atomic_at(ctx, t, wr_opcode, va, rkey, compare_add, swap, orig);
+}
+
+int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
+		      struct sr_recv_ticket *tk)
+{
+	struct sr_recv_wqe *rw;
+	struct rq_ref r;
+
+	rq_of(ctx->arena, t, &r);
+	sr_shm_lock(r.lock);
+	rw = rq_peek(ctx->arena, &r);
+	if (!rw && rc)
+		rw = rq_wait(ctx->arena, &r);
+	if (!rw) {
+		sr_shm_unlock(r.lock);
+		return -EAGAIN;
+	}
+	tk->wr_id = rw->wr_id;
+	tk->num_sge = rw->num_sge < SR_MAX_SGE ? rw->num_sge : SR_MAX_SGE;
+	memcpy(tk->sge, rw + 1, tk->num_sge * sizeof(tk->sge[0]));
+	tk->index = rq_consume(ctx, &r);
+	sr_shm_unlock(r.lock);
+	tk->cap = 0;
+	for (uint32_t i = 0; i < tk->num_sge; i++)
+		tk->cap += tk->sge[i].length;
+	return 0;
+}
+
+enum ibv_wc_status sr_resp_recv_put(struct sr_context *ctx, struct sr_qp_shm *t,
+				    const struct sr_recv_ticket *tk, uint64_t off,
+				    const void *payload, uint32_t len)
+{
+	const char *s = payload;
+
+	if (off + len > tk->cap)
+		return IBV_WC_LOC_LEN_ERR;
+	for (uint32_t i = 0; i < tk->num_sge && len; i++) {
+		const struct sr_sge_shm *g = &tk->sge[i];
+		uint64_t n;
+		void *p = NULL;
+
+		if (off >= g->length) {
+			off -= g->length;
+			continue;
+		}
+		n = g->length - off < len ? g->length - off : len;
+		if (sr_key_resolve(ctx, ctx->arena, g->lkey, g->addr + off, n,
+				   IBV_ACCESS_LOCAL_WRITE, t->pd, t->qpn, false, &p))
+			return IBV_WC_LOC_PROT_ERR;
+		sr_copy(p, s, n);
+		s += n;
+		len -= (uint32_t)n;
+		off = 0;
+	}
+	return IBV_WC_SUCCESS;
+}
+
+enum ibv_wc_status sr_resp_recv_finish(struct sr_context *ctx, struct sr_qp_shm *t,
+				       const struct sr_recv_ticket *tk, enum ibv_wc_status st,
+				       uint8_t wr_opcode, uint32_t byte_len, uint32_t imm_or_inv,
+				       uint32_t src_qpn, bool solicited, bool grh)
+{
+	enum ibv_wc_opcode op = IBV_WC_RECV;
+	uint32_t flags = grh ? IBV_WC_GRH : 0, imm = 0;
+	struct rq_ref r;
+
+	if (st == IBV_WC_SUCCESS) {
+		switch (wr_opcode) {
+		case IBV_WR_SEND_WITH_IMM:
+			flags |= IBV_WC_WITH_IMM;
+			imm = imm_or_inv;
+			break;
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+			flags |= IBV_WC_WITH_IMM;
+			imm = imm_or_inv;
+			op = IBV_WC_RECV_RDMA_WITH_IMM;
+			break;
+		case IBV_WR_SEND_WITH_INV:
+			if (!invalidate_key(ctx, imm_or_inv, t->pd)) {
+				st = IBV_WC_LOC_PROT_ERR;
+				break;
+			}
+			flags |= IBV_WC_WITH_INV;
+			imm = imm_or_inv;
+			break;
+		default:
+			break;
+		}
+	}
+	if (st != IBV_WC_SUCCESS) {
+		flags = 0;
+		imm = 0;
+		byte_len = 0;
+		solicited = false;
+	}
+	/* the CQ lock orders this completion after the consumer's earlier ones */
+	rq_of(ctx->arena, t, &r);
+	sr_shm_lock(r.lock);
+	push_recv_cqe(ctx, t, NULL, tk->index, tk->wr_id, st, op, byte_len, flags, imm, src_qpn,
+		      solicited);
+	sr_shm_unlock(r.lock);
+	return st;
+}
+
+void sr_resp_to_error(struct sr_context *ctx, struct sr_qp_shm *t)
+{
+	responder_to_error(ctx, t);
+}
+
+enum ibv_wc_status sr_exec_local_op(struct sr_context *ctx, struct sr_qp_shm *qp,
+				    struct sr_send_wqe *w)
+{
+	struct xfer x = {.ctx = ctx, .qp = qp, .w = w};
+
+	return exec_one(&x) == X_DONE ? IBV_WC_SUCCESS : x.status;
 }

@@ -14,7 +14,9 @@
 
 #include "core/prefetch.h"
 #include "core/shmlock.h"
+#include "engine/doorbell.h"
 #include "shm/epoch.h"
+#include "shm/fdcache.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
 #include "verbs/internal.h"
@@ -190,12 +192,25 @@ static bool can_post_send(uint32_t state)
 	       state == IBV_QPS_ERR;
 }
 
+/* A QP whose peer is on another host: the host's RoCEv2 engine runs its
+ * SQ.  Rung after sq_lock is released (the first signal may ask the daemon
+ * for the engine's eventfd). */
+static void __attribute__((noinline)) wire_kick(struct sr_context *ctx, struct sr_qp_shm *s)
+{
+	struct sr_arena_hdr *h = ctx->arena;
+
+	if (sr_db_ring(h, s) && h->engine_fd_id)
+		sr_fdcache_signal(ctx, h->engine_fd_id);
+}
+
 static void run_sq(struct sr_context *ctx, struct sr_qp_shm *s)
 {
 	if (atomic_load_explicit(&s->state, memory_order_acquire) == IBV_QPS_ERR) {
 		sr_sq_flush_locked(ctx->arena, s, sr_signal_fd, ctx);
 		return;
 	}
+	if (s->wire)
+		return; /* the RoCEv2 engine runs it: wire_kick after sq_lock */
 	/* Waiting for a receive at the responder: its post_recv runs us (the
 	 * waiting flag), and poll_cq or the daemon enforce the deadline, so
 	 * retrying here would only spin on the responder's RQ lock. */
@@ -211,7 +226,7 @@ static bool direct_ok(const struct sr_qp_shm *s, uint32_t state, uint32_t head,
 		      const struct ibv_send_wr *wr)
 {
 	if (wr->next || wr->num_sge != 1 || state != IBV_QPS_RTS || s->exec_pos != head ||
-	    atomic_load_explicit(&s->stalled, memory_order_relaxed) ||
+	    s->wire || atomic_load_explicit(&s->stalled, memory_order_relaxed) ||
 	    wr->sg_list[0].length > (1u << 31))
 		return false;
 	switch (wr->opcode) {
@@ -282,6 +297,8 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	run_sq(ctx, s);
 out:
 	sr_shm_unlock(&s->sq_lock);
+	if (s->wire)
+		wire_kick(ctx, s);
 	if (__builtin_expect(
 		atomic_load_explicit(&s->stalled, memory_order_relaxed) == SR_STALL_RNR, 0))
 		sr_exec_recheck(ctx, s);
@@ -525,6 +542,8 @@ static int wr_complete(struct ibv_qp_ex *q)
 	run_sq(to_sctx(q->qp_base.context), qp->shm);
 	sr_epoch_exit();
 	sr_shm_unlock(&qp->shm->sq_lock);
+	if (qp->shm->wire)
+		wire_kick(to_sctx(q->qp_base.context), qp->shm);
 	return ret;
 }
 

@@ -1,0 +1,624 @@
+/*
+ * The RoCEv2 engine's thread (see engine.h): its context, its sockets, its
+ * loop.  It sleeps in epoll when there is nothing to do (no doorbell, no
+ * datagram, no timer due), so an idle host costs nothing; a doorbell from a
+ * posting process, a datagram or the earliest retransmission deadline wakes
+ * it.  Each turn of the loop is one reader section (shm/epoch.h): the QPs,
+ * CQs and mappings it uses stay valid until it is over.
+ *
+ * Sockets: one AF_INET6 dual-stack socket bound to port 4791 receives
+ * (IPv4 arrives as IPv4-mapped addresses, which is what a RoCEv2 GID of an
+ * IPv4 address is), and a pool of sockets bound to ephemeral ports sends,
+ * so that QPs use different UDP source ports (ECMP entropy, as rxe's
+ * 0xC000 | hash(qpn)).  All are unconnected with path-MTU discovery "do":
+ * DF set and IPv4 identification 0, which the ICRC covers (wire/icrc.h).
+ * The source address of each datagram is the QP's source GID, given per
+ * packet with IP_PKTINFO / IPV6_PKTINFO.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "engine/doorbell.h"
+#include "core/idalloc.h"
+#include "engine/engine.h"
+#include "shm/epoch.h"
+#include "shm/exec.h"
+#include "shm/qp_err.h"
+#include "verbs/internal.h"
+#include "wire/icrc.h"
+
+static bool gid_is_v4(const uint8_t *g)
+{
+	static const uint8_t pfx[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	return !memcmp(g, pfx, 12);
+}
+
+static int udp_socket(uint16_t port, uint16_t *bound)
+{
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+	socklen_t len = sizeof(sa);
+	int fd, zero = 0, one = 1, pmtu4 = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
+	int buf = 8 << 20;
+
+	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu4, sizeof(pmtu4));
+	setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof(pmtu6));
+	setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	*bound = ntohs(sa.sin6_port);
+	return fd;
+}
+
+/* ---- per-QP engine state ---- */
+
+struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
+{
+	uint32_t idx = sr_qpn_index(qp->qpn) % SR_MAX_QPS;
+	uint64_t off = (uint64_t)((char *)qp - (char *)e->arena);
+	uint32_t gen = atomic_load_explicit(&qp->wire_gen, memory_order_acquire);
+	struct sr_eng_qp *q = e->qps[idx];
+
+	if (q && q->qpn == qp->qpn && q->off == off && q->gen == gen &&
+	    q->swqe_cnt == qp->sq.wqe_cnt)
+		return q;
+	if (!q) {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			return NULL;
+		e->qps[idx] = q;
+	}
+	/* a new QP in this slot, or this one reset or re-routed: start over */
+	if (q->swqe_cnt != qp->sq.wqe_cnt) {
+		free(q->swqe);
+		q->swqe = calloc(qp->sq.wqe_cnt ? qp->sq.wqe_cnt : 1, sizeof(*q->swqe));
+		q->swqe_cnt = q->swqe ? qp->sq.wqe_cnt : 0;
+	}
+	struct sr_eng_swqe *sw = q->swqe;
+	uint32_t cnt = q->swqe_cnt;
+	bool active = q->active;
+	struct sr_eng_qp *next_active = q->next_active, *next_ack = q->next_ack;
+	bool on_ack = q->on_ack;
+
+	memset(q, 0, sizeof(*q));
+	q->swqe = sw;
+	q->swqe_cnt = cnt;
+	q->active = active; /* still linked: the timer walk drops it */
+	q->next_active = next_active;
+	q->next_ack = next_ack;
+	q->on_ack = on_ack;
+	q->qpn = qp->qpn;
+	q->off = off;
+	q->gen = gen;
+	q->cur_op = 0xff;
+	q->sock = e->socks[q->qpn % SR_ENG_SOCKS];
+	q->sport = e->sports[q->qpn % SR_ENG_SOCKS];
+	return q;
+}
+
+void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q)
+{
+	if (q->active)
+		return;
+	q->active = true;
+	q->next_active = e->active;
+	e->active = q;
+}
+
+/* ---- transmit ---- */
+
+void sr_eng_flush_tx(struct sr_engine *e)
+{
+	struct mmsghdr mm[SR_ENG_TX_BATCH];
+	unsigned i = 0;
+
+	while (i < e->ntx) {
+		unsigned n = 0;
+		int sock = e->tx[i].sock;
+
+		/* one sendmmsg per run of packets on the same socket */
+		while (i + n < e->ntx && e->tx[i + n].sock == sock) {
+			struct sr_eng_tx *t = &e->tx[i + n];
+			unsigned niov = 0;
+
+			while (niov < SR_MAX_SGE + 2 && t->iov[niov].iov_len)
+				niov++;
+			mm[n].msg_hdr = (struct msghdr){
+			    .msg_name = &t->dst,
+			    .msg_namelen = sizeof(t->dst),
+			    .msg_iov = t->iov,
+			    .msg_iovlen = niov,
+			    .msg_control = t->ctl.buf,
+			    .msg_controllen = t->ctl.align.cmsg_len
+						  ? CMSG_SPACE(t->ctl.align.cmsg_len - CMSG_LEN(0))
+						  : 0,
+			};
+			n++;
+		}
+		for (unsigned done = 0; done < n;) {
+			int r = sendmmsg(sock, mm + done, n - done, 0);
+
+			if (r < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno == EAGAIN || errno == ENOBUFS) {
+					struct pollfd pf = {.fd = sock, .events = POLLOUT};
+
+					poll(&pf, 1, 1);
+					continue;
+				}
+				sr_dbg("engine: sendmmsg: %m");
+				break; /* lost: the requester's timer recovers */
+			}
+			done += (unsigned)r;
+		}
+		i += n;
+	}
+	e->ntx = 0;
+}
+
+void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t *sgid,
+		 const uint8_t *dgid, int sock, uint16_t sport, const uint8_t *hdr, unsigned hlen,
+		 const struct iovec *pay, unsigned npay, uint32_t paylen)
+{
+	struct sr_eng_tx *t;
+	unsigned pad = (4 - (paylen & 3)) & 3, n = 0;
+	struct cmsghdr *cm;
+
+	(void)qp;
+	if (e->ntx == SR_ENG_TX_BATCH)
+		sr_eng_flush_tx(e);
+	t = &e->tx[e->ntx++];
+	memcpy(t->hdr, hdr, hlen);
+	t->hdr[1] = (uint8_t)((t->hdr[1] & ~0x30) | (pad << 4));
+	t->iov[n++] = (struct iovec){t->hdr, hlen};
+	for (unsigned i = 0; i < npay; i++)
+		if (pay[i].iov_len)
+			t->iov[n++] = pay[i];
+	memset(t->trailer, 0, pad);
+	if (pad)
+		t->iov[n++] = (struct iovec){t->trailer, pad};
+	sr_icrc_put(t->trailer + pad, sr_icrc(sgid, dgid, sport, SR_ROCE_PORT, t->iov, (int)n));
+	if (pad)
+		t->iov[n - 1].iov_len = pad + SR_ICRC_LEN;
+	else
+		t->iov[n++] = (struct iovec){t->trailer, SR_ICRC_LEN};
+	if (n < SR_MAX_SGE + 2)
+		t->iov[n] = (struct iovec){NULL, 0};
+	t->sock = sock;
+	memset(&t->dst, 0, sizeof(t->dst));
+	t->dst.sin6_family = AF_INET6;
+	t->dst.sin6_port = htons(SR_ROCE_PORT);
+	memcpy(&t->dst.sin6_addr, dgid, 16);
+	/* the source address: the QP's GID */
+	memset(&t->ctl, 0, sizeof(t->ctl));
+	cm = &t->ctl.align;
+	if (gid_is_v4(sgid)) {
+		struct in_pktinfo pi = {0};
+
+		memcpy(&pi.ipi_spec_dst, sgid + 12, 4);
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+	} else {
+		struct in6_pktinfo pi = {0};
+
+		memcpy(&pi.ipi6_addr, sgid, 16);
+		cm->cmsg_level = IPPROTO_IPV6;
+		cm->cmsg_type = IPV6_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+	}
+	e->pkts_tx++;
+	e->bytes_tx += paylen;
+}
+
+/* ---- receive ---- */
+
+struct rx_slot {
+	uint8_t buf[SR_ENG_RX_BUF];
+	struct sockaddr_in6 src;
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) +
+			 CMSG_SPACE(sizeof(struct in_pktinfo))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov;
+};
+
+static bool rx_dst_gid(struct msghdr *mh, uint8_t *dgid)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+			memset(dgid, 0, 10);
+			dgid[10] = dgid[11] = 0xff;
+			memcpy(dgid + 12, &pi.ipi_addr, 4);
+			return true;
+		}
+		if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+			memcpy(dgid, &pi.ipi6_addr, 16);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void drop(struct sr_engine *e, enum sr_drop why)
+{
+	e->drops[why]++;
+}
+
+/* Which transport an opcode belongs to must be the QP's (C9-xx). */
+static bool opcode_fits(uint8_t opcode, uint32_t type)
+{
+	switch (opcode & 0xe0) {
+	case SR_TR_RC:
+		return type == IBV_QPT_RC;
+	case SR_TR_UC:
+		return type == IBV_QPT_UC;
+	case SR_TR_UD:
+		return type == IBV_QPT_UD;
+	default:
+		return false;
+	}
+}
+
+static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		   const uint8_t *dgid, uint16_t sport)
+{
+	struct sr_pkt p;
+	struct sr_qp_shm *qp;
+	struct sr_eng_qp *q;
+	struct iovec iov = {(void *)buf, len - SR_ICRC_LEN};
+	enum sr_drop why = sr_pkt_parse(buf, len, &p);
+
+	if (why) {
+		drop(e, why);
+		return;
+	}
+	if (!sr_icrc_ok(sgid, dgid, sport, SR_ROCE_PORT, &iov, 1, buf + len - SR_ICRC_LEN)) {
+		drop(e, SR_DROP_ICRC);
+		return;
+	}
+	e->pkts_rx++;
+	e->bytes_rx += p.paylen;
+	qp = sr_exec_qp_lookup(e->ctx, p.bth.dqpn);
+	if (!qp) {
+		drop(e, SR_DROP_QPN);
+		return;
+	}
+	if (!opcode_fits(p.bth.opcode, qp->type)) {
+		drop(e, SR_DROP_TRANSPORT);
+		return;
+	}
+	if (p.bth.pkey != SR_DEFAULT_PKEY && p.bth.pkey != 0x7fff) {
+		drop(e, SR_DROP_PKEY); /* one partition: the default (C9-42) */
+		return;
+	}
+	if (qp->type == IBV_QPT_UD) {
+		sr_eng_resp_ud(e, qp, &p, sgid, dgid);
+		return;
+	}
+	/* RC/UC: only from the peer the QP is connected to, over the wire */
+	if (!qp->wire || memcmp(qp->dgid, sgid, 16) || memcmp(qp->sgid, dgid, 16)) {
+		drop(e, SR_DROP_SRC);
+		return;
+	}
+	q = sr_eng_qp_get(e, qp);
+	if (!q)
+		return;
+	if (p.op->flags & SR_OPF_REQ)
+		sr_eng_resp_rx(e, qp, q, &p, sgid, dgid);
+	else
+		sr_eng_comp_rx(e, qp, q, &p);
+}
+
+static struct rx_slot *rx_slots;
+
+static bool rx_batch(struct sr_engine *e)
+{
+	struct mmsghdr mm[SR_ENG_RX_BATCH];
+	int n;
+
+	for (int i = 0; i < SR_ENG_RX_BATCH; i++) {
+		struct rx_slot *s = &rx_slots[i];
+
+		s->iov = (struct iovec){s->buf, sizeof(s->buf)};
+		mm[i].msg_hdr = (struct msghdr){.msg_name = &s->src,
+						.msg_namelen = sizeof(s->src),
+						.msg_iov = &s->iov,
+						.msg_iovlen = 1,
+						.msg_control = s->ctl.buf,
+						.msg_controllen = sizeof(s->ctl.buf)};
+	}
+	n = recvmmsg(e->rx_sock, mm, SR_ENG_RX_BATCH, MSG_DONTWAIT, NULL);
+	if (n <= 0)
+		return false;
+	for (int i = 0; i < n; i++) {
+		struct rx_slot *s = &rx_slots[i];
+		uint8_t dgid[16];
+
+		if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || !rx_dst_gid(&mm[i].msg_hdr, dgid)) {
+			drop(e, SR_DROP_SHORT);
+			continue;
+		}
+		rx_one(e, s->buf, mm[i].msg_len, (const uint8_t *)&s->src.sin6_addr, dgid,
+		       ntohs(s->src.sin6_port));
+	}
+	sr_eng_resp_acks(e);
+	return true;
+}
+
+/* ---- the loop ---- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void run_doorbells(struct sr_engine *e)
+{
+	struct sr_arena_hdr *h = e->arena;
+	uint32_t qpn;
+
+	if (atomic_exchange_explicit(&h->db_overflow, 0, memory_order_acq_rel)) {
+		/* the queue was full: every QP we know may have work */
+		for (uint32_t i = 0; i < SR_MAX_QPS; i++)
+			if (e->qps[i]) {
+				struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, e->qps[i]->qpn);
+
+				if (qp && qp->wire) {
+					atomic_store_explicit(&qp->wire_db, 0,
+							      memory_order_release);
+					sr_eng_req_run(e, qp, sr_eng_qp_get(e, qp));
+				}
+			}
+	}
+	while ((qpn = sr_db_pop(h))) {
+		struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, qpn);
+		struct sr_eng_qp *q;
+
+		if (!qp)
+			continue;
+		/* cleared before the SQ is read: a later post rings again */
+		atomic_exchange_explicit(&qp->wire_db, 0, memory_order_acq_rel);
+		if (!qp->wire)
+			continue;
+		q = sr_eng_qp_get(e, qp);
+		if (q)
+			sr_eng_req_run(e, qp, q);
+	}
+}
+
+/* Runs due timers; returns the earliest deadline still pending (0: none). */
+static uint64_t run_timers(struct sr_engine *e)
+{
+	struct sr_eng_qp **pp = &e->active;
+	uint64_t next = 0;
+
+	while (*pp) {
+		struct sr_eng_qp *q = *pp;
+		struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, q->qpn);
+
+		if (!qp || e->qps[sr_qpn_index(q->qpn) % SR_MAX_QPS] != q ||
+		    sr_eng_qp_get(e, qp) != q || !q->deadline) {
+			*pp = q->next_active;
+			q->active = false;
+			continue;
+		}
+		if (q->deadline <= e->now)
+			sr_eng_req_timer(e, qp, q);
+		if (!q->deadline) {
+			*pp = q->next_active;
+			q->active = false;
+			continue;
+		}
+		if (!next || q->deadline < next)
+			next = q->deadline;
+		pp = &q->next_active;
+	}
+	return next;
+}
+
+static volatile int engine_stop;
+
+static void *engine_main(void *arg)
+{
+	struct sr_engine *e = arg;
+	struct sr_arena_hdr *h = e->arena;
+	struct epoll_event ev[4];
+
+	while (!engine_stop) {
+		uint64_t next;
+		bool busy;
+
+		sr_epoch_enter(e->arena);
+		e->now = now_ns();
+		run_doorbells(e);
+		busy = rx_batch(e);
+		e->now = now_ns();
+		next = run_timers(e);
+		sr_eng_flush_tx(e);
+		sr_epoch_exit();
+		if (busy || !sr_db_empty(h))
+			continue;
+		atomic_store_explicit(&h->engine_sleeping, 1, memory_order_relaxed);
+		/* pairs with sr_db_ring's fence after it queued */
+		atomic_thread_fence(memory_order_seq_cst);
+		if (sr_db_empty(h)) {
+			struct timespec ts, *tp = NULL;
+			int n;
+
+			if (next) {
+				uint64_t d = next > e->now ? next - e->now : 0;
+
+				ts.tv_sec = (time_t)(d / 1000000000ull);
+				ts.tv_nsec = (long)(d % 1000000000ull);
+				tp = &ts;
+			}
+			n = epoll_pwait2(e->ep_fd, ev, 4, tp, NULL);
+			for (int i = 0; i < n; i++)
+				if (ev[i].data.fd == e->db_fd) {
+					uint64_t v;
+
+					if (read(e->db_fd, &v, sizeof(v)) < 0)
+						v = 0;
+				}
+		}
+		atomic_store_explicit(&h->engine_sleeping, 0, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static pthread_t engine_thread;
+static bool engine_running;
+static int engine_db_fd = -1;
+
+static int context_open(struct sr_engine *e, int sock)
+{
+	struct sr_context *ctx = calloc(1, sizeof(*ctx));
+	int arena_fd = -1, ret;
+
+	if (!ctx)
+		return -ENOMEM;
+	ctx->sock = sock;
+	pthread_mutex_init(&ctx->sock_lock, NULL);
+	pthread_mutex_init(&ctx->lock, NULL);
+	ret = sr_hello(sock, false, &ctx->dev, &arena_fd);
+	if (ret)
+		goto fail;
+	ctx->arena =
+	    mmap(NULL, ctx->dev.arena_size, PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd, 0);
+	close(arena_fd);
+	if (ctx->arena == MAP_FAILED) {
+		ret = -errno;
+		goto fail;
+	}
+	ctx->arena_size = ctx->dev.arena_size;
+	e->ctx = ctx;
+	e->arena = ctx->arena;
+	return 0;
+fail:
+	free(ctx);
+	return ret;
+}
+
+static void *engine_boot(void *arg)
+{
+	struct sr_engine *e = arg;
+	struct epoll_event ev = {.events = EPOLLIN};
+	uint32_t fd_id;
+	int ret;
+
+	ret = sr_ctx_reg_fd(e->ctx, e->db_fd, SR_FD_EVENT, &fd_id);
+	if (ret) {
+		sr_err("engine: cannot register its doorbell: %s", strerror(-ret));
+		return NULL;
+	}
+	((struct sr_arena_hdr *)e->arena)->engine_fd_id = fd_id;
+	ev.data.fd = e->db_fd;
+	epoll_ctl(e->ep_fd, EPOLL_CTL_ADD, e->db_fd, &ev);
+	ev.data.fd = e->rx_sock;
+	epoll_ctl(e->ep_fd, EPOLL_CTL_ADD, e->rx_sock, &ev);
+	return engine_main(e);
+}
+
+static void *engine_start_thread(void *arg)
+{
+	struct sr_engine *e = arg;
+	int sock = e->rx_sock; /* carried in rx_sock until the context is open */
+	uint16_t port;
+	int ret;
+
+	e->rx_sock = -1;
+	ret = context_open(e, sock);
+	if (ret) {
+		sr_err("engine: cannot open its context: %s", strerror(-ret));
+		return NULL;
+	}
+	e->rx_sock = udp_socket(SR_ROCE_PORT, &port);
+	if (e->rx_sock < 0) {
+		sr_err("engine: cannot bind UDP port %d: %s; RoCEv2 is off on this host",
+		       SR_ROCE_PORT, strerror(-e->rx_sock));
+		return NULL;
+	}
+	for (int i = 0; i < SR_ENG_SOCKS; i++) {
+		e->socks[i] = udp_socket(0, &e->sports[i]);
+		if (e->socks[i] < 0) {
+			e->socks[i] = e->rx_sock;
+			e->sports[i] = SR_ROCE_PORT;
+		}
+	}
+	sr_info("engine: RoCEv2 on UDP port %d", SR_ROCE_PORT);
+	return engine_boot(e);
+}
+
+int sr_engine_start(int sock)
+{
+	struct sr_engine *e;
+	const char *env = getenv("SOFTRDMA_ROCE");
+	int ret;
+
+	if (env && *env == '0')
+		return -ENOTSUP;
+	e = calloc(1, sizeof(*e));
+	rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
+	if (!e || !rx_slots)
+		return -ENOMEM;
+	e->qps = calloc(SR_MAX_QPS, sizeof(*e->qps));
+	e->db_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	e->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (!e->qps || e->db_fd < 0 || e->ep_fd < 0)
+		return -ENOMEM;
+	engine_db_fd = e->db_fd;
+	e->rx_sock = sock;
+	ret = pthread_create(&engine_thread, NULL, engine_start_thread, e);
+	if (ret)
+		return -ret;
+	engine_running = true;
+	return 0;
+}
+
+void sr_engine_stop(void)
+{
+	uint64_t one = 1;
+
+	if (!engine_running)
+		return;
+	engine_stop = 1;
+	if (write(engine_db_fd, &one, sizeof(one)) < 0)
+		sr_dbg("engine: stop: %m");
+	pthread_join(engine_thread, NULL);
+	engine_running = false;
+}

@@ -1,0 +1,169 @@
+/*
+ * The RoCEv2 engine: the part of the HCA that turns a QP's work requests
+ * into packets on the wire and packets from the wire into memory accesses,
+ * receive completions and acknowledgements, for QPs whose peer is on
+ * another host.  After Linux rxe's structure: a requester (req.c: send
+ * WQEs to packets, PSNs, segmentation at the path MTU, retransmission), a
+ * responder (resp.c: PSN checks, execution, ACK/NAK, READ responses, the
+ * atomic replay cache) and a completer (comp.c: ACKs and responses to
+ * completions, timers), driven by one opcode table (wire/opcode.c).  What a
+ * request does at its target is the same-host executor's code
+ * (shm/responder.h).
+ *
+ * Where it runs: one thread of softrdmad per host (engine.c), a client of
+ * its own daemon like any process, so it reaches every QP, CQ and MR of the
+ * host through the arena and the key table.  Posting processes ring its
+ * doorbell (doorbell.h); packets arrive on its UDP socket (port 4791).  The
+ * reasons, and the measurements behind them, are in docs/architecture.md
+ * ("Cross-host path").  All engine state below is private to that thread:
+ * no locks, except the arena's own when it completes work.
+ */
+#ifndef SR_ENGINE_ENGINE_H
+#define SR_ENGINE_ENGINE_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <softrdma/layout.h>
+
+#include "shm/responder.h"
+#include "wire/bth.h"
+
+struct sr_context;
+
+/* Requester limits, as rxe's (rxe_param.h) unless said otherwise. */
+#define SR_ENG_WINDOW	    256 /* unacknowledged packets per QP */
+#define SR_ENG_ACKREQ_EVERY 32	/* AckReq at least every this many packets */
+#define SR_ENG_REPLAY	    16	/* atomic replay cache entries per responder QP */
+#define SR_ENG_TX_BATCH	    64	/* packets per sendmmsg */
+#define SR_ENG_RX_BATCH	    32	/* datagrams per recvmmsg */
+#define SR_ENG_RX_BUF	    (9216 + 64)
+#define SR_ENG_SOCKS	    8 /* source-port pool: a QP sends from socks[qpn % 8] */
+
+/* Per send WQE the requester has started: where its packets are. */
+struct sr_eng_swqe {
+	uint32_t first_psn;
+	uint32_t npkts;	   /* PSNs it uses (a READ: its response packets) */
+	uint32_t resp_off; /* READ: response bytes placed so far */
+	uint32_t idx;	   /* the SQ index it was started at */
+	uint8_t rd_atomic; /* a READ or an atomic: completed by its response */
+	bool regap;	   /* READ: the rest was asked for again after a gap */
+	bool local_done;   /* BIND_MW / LOCAL_INV: executed */
+	uint8_t local_err; /* enum ibv_wc_status: failed before it was sent */
+};
+
+/* The engine's view of one QP (RC, UC or UD with a remote peer). */
+struct sr_eng_qp {
+	uint32_t qpn;
+	uint32_t gen; /* sr_qp_shm.wire_gen this state belongs to */
+	uint64_t off; /* the QP object's arena offset */
+	bool active;  /* on the timer list */
+	struct sr_eng_qp *next_active;
+	bool on_ack; /* on the list of QPs owing an ACK */
+	struct sr_eng_qp *next_ack;
+	uint16_t sport; /* UDP source port (the pool socket's) */
+	int sock;
+
+	/* requester */
+	bool req_init;
+	uint32_t spos;	    /* SQ index of the WQE being sent */
+	uint64_t soff;	    /* bytes of it already sent */
+	uint32_t npsn;	    /* next PSN to send */
+	uint32_t una;	    /* oldest PSN not acknowledged */
+	uint32_t rd_out;    /* READs and atomics outstanding */
+	uint32_t since_ack; /* packets sent since the last AckReq */
+	uint64_t deadline;  /* retransmit (or RNR wait end) time, ns; 0: none */
+	bool rnr_wait;
+	uint8_t retry_left, rnr_left;
+	uint32_t swqe_cnt;
+	struct sr_eng_swqe *swqe; /* [sq.wqe_cnt], by SQ index */
+
+	/* responder */
+	bool resp_init;
+	uint32_t epsn;	  /* expected PSN */
+	uint32_t msn;	  /* messages completed */
+	bool nak_sent;	  /* a sequence-error NAK for epsn is out */
+	bool ack_due;	  /* an ACK is owed for epsn - 1 */
+	uint8_t cur_op;	  /* message in progress: its first opcode's operation, or 0xff */
+	uint64_t cur_off; /* bytes of it placed */
+	uint64_t wr_va;	  /* WRITE: target address of the next byte */
+	uint32_t wr_rkey, wr_left;
+	bool have_ticket;
+	struct sr_recv_ticket ticket;
+	struct {
+		uint32_t psn;
+		uint64_t orig;
+		bool valid;
+	} replay[SR_ENG_REPLAY];
+	uint32_t replay_next;
+};
+
+/* One packet queued for transmission. */
+struct sr_eng_tx {
+	uint8_t hdr[SR_MAX_HDR_LEN + 8];
+	uint8_t trailer[3 + SR_ICRC_LEN]; /* pad, then the ICRC */
+	struct iovec iov[SR_MAX_SGE + 2];
+	struct sockaddr_in6 dst;
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+		struct cmsghdr align;
+	} ctl;
+	int sock;
+};
+
+struct sr_engine {
+	struct sr_context *ctx;
+	void *arena;
+	int rx_sock;
+	int socks[SR_ENG_SOCKS];
+	uint16_t sports[SR_ENG_SOCKS];
+	int db_fd, ep_fd;
+	struct sr_eng_qp **qps; /* [SR_MAX_QPS], by QPN index */
+	struct sr_eng_qp *active;
+	struct sr_eng_qp *acks; /* responders owing an ACK this turn */
+	uint64_t now;
+	/* transmit batch */
+	unsigned ntx;
+	struct sr_eng_tx tx[SR_ENG_TX_BATCH];
+	/* counters (softrdma status) */
+	uint64_t pkts_tx, pkts_rx, bytes_tx, bytes_rx, retrans, naks_tx, naks_rx, rnr_tx, rnr_rx;
+	uint64_t drops[SR_DROP_MAX];
+};
+
+/* engine.c */
+struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp);
+void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q);
+/* Queues a packet: hdr (hlen bytes) + payload pieces; computes pad and ICRC. */
+void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t *sgid,
+		 const uint8_t *dgid, int sock, uint16_t sport, const uint8_t *hdr, unsigned hlen,
+		 const struct iovec *pay, unsigned npay, uint32_t paylen);
+void sr_eng_flush_tx(struct sr_engine *e);
+
+/* req.c: the requester and completer of RC and UC */
+void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
+void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		    const struct sr_pkt *p);
+/* Retires the head WQEs that are done, up to PSN `acked` acknowledged. */
+void sr_eng_comp_retire(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+			uint32_t acked);
+/* A timer of q expired (retransmit or end of an RNR wait). */
+void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
+
+/* resp.c: the responder */
+void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		    const struct sr_pkt *p, const uint8_t *sgid, const uint8_t *dgid);
+void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_pkt *p,
+		    const uint8_t *sgid, const uint8_t *dgid);
+/* Sends the ACKs the responder owes (coalesced: once per received batch). */
+void sr_eng_resp_acks(struct sr_engine *e);
+
+/* The daemon's side: starts the engine thread (its context connected to
+ * the daemon through `sock`), or returns -errno. */
+int sr_engine_start(int sock);
+/* Stops it (at daemon exit). */
+void sr_engine_stop(void);
+
+#endif

@@ -1,0 +1,657 @@
+/*
+ * The RoCEv2 requester and completer of RC and UC (IBTA 9.7.4 / 9.7.5.2,
+ * 9.8.x): send WQEs become packets of at most the path MTU with
+ * consecutive PSNs (a READ request reserves one PSN per response packet),
+ * within a window of SR_ENG_WINDOW unacknowledged PSNs and the QP's
+ * max_rd_atomic outstanding READs and atomics (a fenced WQE waits for
+ * them).  AckReq goes on the last packet of every message and every
+ * SR_ENG_ACKREQ_EVERY packets.
+ *
+ * The completer retires WQEs in order as ACKs, READ responses and atomic
+ * acknowledgements come back, through the same completion code as the
+ * same-host path (shm/qp_err.h).  Recovery is go-back-N: a sequence-error
+ * NAK, an RNR NAK (after the responder's RNR timer, rnr_retry times, 7 =
+ * for ever) or the local ACK timeout (4.096 us x 2^timeout, retry_cnt
+ * times; timeout 0 = never) rewinds the requester to the first PSN not
+ * acknowledged; a gap in READ responses re-requests the rest of the READ at
+ * once.  UC completes a WQE when its last packet is sent.
+ */
+#include <string.h>
+
+#include "core/shmlock.h"
+#include "engine/engine.h"
+#include "shm/exec.h"
+#include "shm/mrmap.h"
+#include "shm/qp_err.h"
+#include "verbs/internal.h"
+
+static bool is_rd_atomic(uint8_t op)
+{
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static bool is_local(uint8_t op)
+{
+	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
+}
+
+static uint32_t npkts_of(const struct sr_qp_shm *qp, const struct sr_send_wqe *w)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+
+	if (is_local(w->opcode))
+		return 0;
+	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		return 1;
+	return w->total_len ? (w->total_len + mtu - 1) / mtu : 1;
+}
+
+static uint64_t timeout_ns(const struct sr_qp_shm *qp)
+{
+	return qp->timeout ? 4096ull << qp->timeout : 0; /* C9-140: 0 = infinite */
+}
+
+static void arm_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	uint64_t t = timeout_ns(qp);
+
+	q->deadline = t ? e->now + t : 0;
+	if (q->deadline)
+		sr_eng_activate(e, q);
+}
+
+/* ---- completions: the same code as the same-host path ---- */
+
+static void complete_head(struct sr_engine *e, struct sr_qp_shm *qp, enum ibv_wc_status st,
+			  uint32_t byte_len)
+{
+	sr_shm_lock(&qp->sq_lock);
+	sr_sq_complete_head(e->arena, qp, st, byte_len, sr_signal_fd, e->ctx);
+	sr_shm_unlock(&qp->sq_lock);
+}
+
+/* The head WQE failed (IBTA 10.3.1 / C10-32): QP to ERR, the head completes
+ * with `st`, everything else is flushed. */
+static void fail_head(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		      enum ibv_wc_status st)
+{
+	sr_shm_lock(&qp->sq_lock);
+	sr_qp_to_error(qp, sr_signal_fd, e->ctx);
+	if (qp->exec_pos != atomic_load_explicit(&qp->sq.head, memory_order_acquire))
+		sr_sq_complete_head(e->arena, qp, st, 0, sr_signal_fd, e->ctx);
+	sr_sq_flush_locked(e->arena, qp, sr_signal_fd, e->ctx);
+	sr_shm_unlock(&qp->sq_lock);
+	sr_rq_flush(e->arena, qp, sr_signal_fd, e->ctx);
+	q->deadline = 0;
+	q->req_init = false;
+}
+
+static void flush_err(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	sr_shm_lock(&qp->sq_lock);
+	sr_sq_flush_locked(e->arena, qp, sr_signal_fd, e->ctx);
+	sr_shm_unlock(&qp->sq_lock);
+	q->deadline = 0;
+	q->req_init = false;
+}
+
+/* ---- building packets ---- */
+
+/* The payload bytes [off, off + len) of a SEND or WRITE as iovecs straight
+ * into the registered memory (inline data: the WQE itself).  0, or the
+ * completion error of a local key that does not allow it. */
+static enum ibv_wc_status gather(struct sr_engine *e, struct sr_qp_shm *qp,
+				 const struct sr_send_wqe *w, uint64_t off, uint32_t len,
+				 struct iovec *iov, unsigned *niov)
+{
+	const struct sr_sge_shm *sge = (const void *)(w + 1);
+	unsigned n = 0;
+
+	if (w->flags & SR_WQE_INLINE) {
+		iov[0] = (struct iovec){(char *)(w + 1) + off, len};
+		*niov = len ? 1 : 0;
+		return IBV_WC_SUCCESS;
+	}
+	for (unsigned i = 0; i < w->num_sge && len; i++) {
+		uint64_t k;
+		void *p = NULL;
+
+		if (off >= sge[i].length) {
+			off -= sge[i].length;
+			continue;
+		}
+		k = sge[i].length - off < len ? sge[i].length - off : len;
+		if (sr_key_resolve(e->ctx, e->arena, sge[i].lkey, sge[i].addr + off, k, 0, qp->pd,
+				   qp->qpn, false, &p))
+			return IBV_WC_LOC_PROT_ERR;
+		iov[n++] = (struct iovec){p, k};
+		len -= (uint32_t)k;
+		off = 0;
+	}
+	*niov = n;
+	return IBV_WC_SUCCESS;
+}
+
+static uint8_t data_opcode(const struct sr_qp_shm *qp, uint8_t wr_op, bool first, bool last)
+{
+	uint8_t tr = qp->type == IBV_QPT_UC ? SR_TR_UC : SR_TR_RC;
+	bool write = wr_op == IBV_WR_RDMA_WRITE || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool imm = wr_op == IBV_WR_SEND_WITH_IMM || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool inv = wr_op == IBV_WR_SEND_WITH_INV;
+
+	if (first && last) {
+		if (write)
+			return tr | (imm ? SR_IB_WRITE_ONLY_IMM : SR_IB_WRITE_ONLY);
+		return tr | (imm   ? SR_IB_SEND_ONLY_IMM
+			     : inv ? SR_IB_SEND_ONLY_INV
+				   : SR_IB_SEND_ONLY);
+	}
+	if (first)
+		return tr | (write ? SR_IB_WRITE_FIRST : SR_IB_SEND_FIRST);
+	if (!last)
+		return tr | (write ? SR_IB_WRITE_MIDDLE : SR_IB_SEND_MIDDLE);
+	if (write)
+		return tr | (imm ? SR_IB_WRITE_LAST_IMM : SR_IB_WRITE_LAST);
+	return tr | (imm ? SR_IB_SEND_LAST_IMM : inv ? SR_IB_SEND_LAST_INV : SR_IB_SEND_LAST);
+}
+
+/* Sends one packet of WQE w at message offset q->soff; returns false if
+ * the WQE failed locally (its error is recorded in its swqe). */
+static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		     struct sr_send_wqe *w, struct sr_eng_swqe *sw)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+	uint8_t h[SR_MAX_HDR_LEN];
+	struct iovec iov[SR_MAX_SGE];
+	unsigned hl = SR_BTH_LEN, niov = 0;
+	uint32_t len = 0;
+	bool first = q->soff == 0, last, ackreq;
+	uint8_t op;
+
+	if (w->opcode == IBV_WR_RDMA_READ) {
+		/* the rest of the READ from resp_off (a retry asks only for that) */
+		uint32_t done = sw->resp_off;
+
+		op = SR_TR_RC | SR_IB_READ_REQUEST;
+		sr_reth_put(h + hl, w->remote_addr + done, w->rkey, w->total_len - done);
+		hl += SR_RETH_LEN;
+		last = true;
+		q->npsn = sr_psn_add(sw->first_psn, done / mtu);
+		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true, q->npsn);
+		q->npsn = sr_psn_add(sw->first_psn, sw->npkts);
+	} else if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+		   w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		bool cas = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+
+		op = SR_TR_RC | (cas ? SR_IB_CMP_SWAP : SR_IB_FETCH_ADD);
+		/* CmpSwap: swap data, then compare data (9.5.x) */
+		sr_atometh_put(h + hl, w->remote_addr, w->rkey, cas ? w->swap : w->compare_add,
+			       cas ? w->compare_add : 0);
+		hl += SR_ATOMETH_LEN;
+		last = true;
+		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true, q->npsn);
+		q->npsn = sr_psn_add(q->npsn, 1);
+	} else {
+		len = w->total_len - q->soff < mtu ? (uint32_t)(w->total_len - q->soff) : mtu;
+		last = q->soff + len >= w->total_len;
+		op = data_opcode(qp, w->opcode, first, last);
+		if (sr_opcode_info[op].flags & SR_OPF_RETH) {
+			sr_reth_put(h + hl, w->remote_addr, w->rkey, w->total_len);
+			hl += SR_RETH_LEN;
+		}
+		if (sr_opcode_info[op].flags & SR_OPF_IMMDT) {
+			memcpy(h + hl, &w->imm_or_inv, 4);
+			hl += SR_IMMDT_LEN;
+		}
+		if (sr_opcode_info[op].flags & SR_OPF_IETH) {
+			sr_put_be32(h + hl, w->imm_or_inv);
+			hl += SR_IETH_LEN;
+		}
+		if (gather(e, qp, w, q->soff, len, iov, &niov) != IBV_WC_SUCCESS)
+			return false;
+		ackreq = last || ++q->since_ack >= SR_ENG_ACKREQ_EVERY;
+		if (ackreq)
+			q->since_ack = 0;
+		sr_bth_put(h, op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
+			   qp->dest_qpn, ackreq && qp->type == IBV_QPT_RC, q->npsn);
+		q->npsn = sr_psn_add(q->npsn, 1);
+	}
+	sr_eng_send(e, qp, qp->sgid, qp->dgid, q->sock, q->sport, h, hl, iov, niov, len);
+	q->soff += len;
+	if (last)
+		q->soff = UINT64_MAX; /* the WQE is sent */
+	return true;
+}
+
+static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	q->npsn = qp->sq_psn;
+	q->una = qp->sq_psn;
+	q->spos = qp->exec_pos;
+	q->soff = 0;
+	q->rd_out = 0;
+	q->since_ack = 0;
+	q->deadline = 0;
+	q->rnr_wait = false;
+	q->retry_left = qp->retry_cnt;
+	q->rnr_left = qp->rnr_retry;
+	q->req_init = true;
+}
+
+void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
+	uint32_t head = atomic_load_explicit(&qp->sq.head, memory_order_acquire);
+	uint32_t max_rd = qp->max_rd_atomic ? qp->max_rd_atomic : 1;
+	bool sent = false;
+
+	if (state == IBV_QPS_ERR) {
+		flush_err(e, qp, q);
+		return;
+	}
+	if (state != IBV_QPS_RTS)
+		return; /* SQD, SQE: hold the queue */
+	if (!q->req_init)
+		req_init(qp, q);
+	if (q->rnr_wait)
+		return; /* the RNR timer resumes it */
+	/* the SQ was flushed or reset under us: start from its tail */
+	if ((int32_t)(q->spos - qp->exec_pos) < 0)
+		req_init(qp, q);
+	while (q->spos != head) {
+		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, q->spos);
+		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
+
+		if (q->soff == 0) {
+			/* a WQE starts: fence (C10-xx), max_rd_atomic, the window */
+			if ((w->flags & SR_WQE_FENCE) && q->rd_out)
+				break;
+			if (is_rd_atomic(w->opcode) && q->rd_out >= max_rd)
+				break;
+			if (sr_psn_diff(q->npsn, q->una) + npkts_of(qp, w) > SR_ENG_WINDOW &&
+			    q->npsn != q->una)
+				break;
+			if (is_local(w->opcode)) {
+				/* executed once, even if a rewind passes it again */
+				if (!sw->local_done || sw->idx != q->spos) {
+					sw->local_err = sr_exec_local_op(e->ctx, qp, w);
+					sw->local_done = true;
+				}
+				sw->idx = q->spos;
+				sw->first_psn = q->npsn;
+				sw->npkts = 0;
+				sw->rd_atomic = false;
+				q->spos++;
+				continue;
+			}
+			sw->idx = q->spos;
+			sw->local_done = false;
+			sw->resp_off = 0; /* a rewind into a READ's middle skips this */
+			sw->regap = false;
+			sw->first_psn = q->npsn;
+			sw->npkts = npkts_of(qp, w);
+			sw->rd_atomic = is_rd_atomic(w->opcode);
+			sw->local_err = IBV_WC_SUCCESS;
+			if (sw->rd_atomic)
+				q->rd_out++;
+		} else if (sr_psn_diff(q->npsn, q->una) >= SR_ENG_WINDOW) {
+			break;
+		}
+		if (!send_one(e, qp, q, w, sw)) {
+			sw->local_err = IBV_WC_LOC_PROT_ERR;
+			q->soff = 0;
+			q->spos++;
+			break; /* completed in error when it is the head */
+		}
+		sent = true;
+		if (q->soff == UINT64_MAX) {
+			q->soff = 0;
+			q->spos++;
+		}
+	}
+	if (qp->type == IBV_QPT_UC) {
+		/* no ACKs on UC: a WQE is done once sent */
+		while (qp->exec_pos != q->spos) {
+			struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, qp->exec_pos);
+			struct sr_eng_swqe *sw = &q->swqe[qp->exec_pos & (q->swqe_cnt - 1)];
+
+			if (sw->local_err != IBV_WC_SUCCESS) {
+				fail_head(e, qp, q, sw->local_err);
+				return;
+			}
+			complete_head(e, qp, IBV_WC_SUCCESS, w->total_len);
+		}
+		q->una = q->npsn;
+		return;
+	}
+	if (sent && !q->deadline)
+		arm_timer(e, qp, q);
+	/* a head that failed locally or a local operation at the head completes now */
+	sr_eng_comp_retire(e, qp, q, sr_psn_add(q->una, SR_PSN_MASK));
+}
+
+/* ---- the completer ---- */
+
+/*
+ * Retires WQEs from the head while they are done: everything whose last PSN
+ * is at or before `acked` (a SEND or WRITE), a local operation, a WQE that
+ * failed locally (completed in error: the QP fails).  READs and atomics
+ * retire only through their responses.
+ */
+void sr_eng_comp_retire(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+			uint32_t acked)
+{
+	while (qp->exec_pos != q->spos) {
+		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, qp->exec_pos);
+		struct sr_eng_swqe *sw = &q->swqe[qp->exec_pos & (q->swqe_cnt - 1)];
+
+		if (sw->local_err != IBV_WC_SUCCESS) {
+			fail_head(e, qp, q, sw->local_err);
+			return;
+		}
+		if (is_local(w->opcode)) {
+			complete_head(e, qp, IBV_WC_SUCCESS, 0);
+			continue;
+		}
+		if (sw->rd_atomic ||
+		    sr_psn_diff(sr_psn_add(sw->first_psn, sw->npkts - 1), acked) > 0)
+			break;
+		complete_head(e, qp, IBV_WC_SUCCESS, w->total_len);
+	}
+}
+
+/* Go-back-N: the requester resumes from PSN `psn` (not yet acknowledged). */
+static void rewind_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+
+	q->rd_out = 0;
+	for (uint32_t i = qp->exec_pos; i != q->spos + (q->soff ? 1 : 0); i++) {
+		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, i);
+		struct sr_eng_swqe *sw = &q->swqe[i & (q->swqe_cnt - 1)];
+		int32_t d = sr_psn_diff(psn, sw->first_psn);
+
+		if (is_local(w->opcode))
+			continue;
+		if (d < (int32_t)sw->npkts || i == q->spos) {
+			q->spos = i;
+			if (w->opcode == IBV_WR_RDMA_READ) {
+				q->soff = sw->resp_off ? 1 : 0; /* send_one asks for the rest */
+				q->npsn = sr_psn_add(sw->first_psn, sw->resp_off / mtu);
+				if (!sw->resp_off)
+					q->soff = 0;
+				else
+					q->rd_out++; /* stays outstanding */
+			} else if (sw->rd_atomic) {
+				q->soff = 0;
+				q->npsn = sw->first_psn;
+			} else {
+				if (d < 0)
+					d = 0;
+				q->soff = (uint64_t)d * mtu;
+				q->npsn = sr_psn_add(sw->first_psn, (uint32_t)d);
+			}
+			break;
+		}
+		if (sw->rd_atomic)
+			q->rd_out++;
+	}
+	q->since_ack = 0;
+	e->retrans++;
+	sr_eng_activate(e, q);
+}
+
+static void acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
+{
+	uint32_t next = sr_psn_add(psn, 1);
+
+	/* only a PSN we sent moves anything (C9-xx: ignore others) */
+	if (sr_psn_diff(next, q->una) <= 0 || sr_psn_diff(next, q->npsn) > 0)
+		return;
+	q->una = next;
+	q->retry_left = qp->retry_cnt; /* progress: the retry budget starts again */
+	sr_eng_comp_retire(e, qp, q, psn);
+	if (q->una == q->npsn && qp->exec_pos == q->spos && !q->soff)
+		q->deadline = 0;
+	else
+		arm_timer(e, qp, q);
+}
+
+static enum ibv_wc_status nak_status(uint8_t code)
+{
+	switch (code) {
+	case SR_NAK_REM_ACCESS:
+		return IBV_WC_REM_ACCESS_ERR;
+	case SR_NAK_REM_OP:
+		return IBV_WC_REM_OP_ERR;
+	default:
+		return IBV_WC_REM_INV_REQ_ERR;
+	}
+}
+
+static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		   const struct sr_pkt *p)
+{
+	uint8_t kind = p->syndrome & 0xe0, val = p->syndrome & 0x1f;
+	uint32_t before = sr_psn_add(p->bth.psn, SR_PSN_MASK);
+
+	if (kind == SR_AETH_ACK) {
+		acked_to(e, qp, q, p->bth.psn);
+		return;
+	}
+	/* a NAK acknowledges everything before its PSN (9.7.5.2.x) */
+	if (sr_psn_diff(p->bth.psn, q->una) < 0 || sr_psn_diff(p->bth.psn, q->npsn) >= 0)
+		return; /* stale */
+	if (p->bth.psn != q->una)
+		acked_to(e, qp, q, before);
+	if (kind == SR_AETH_RNR_NAK) {
+		e->rnr_rx++;
+		/* C9-152: rnr_retry 7 retries for ever */
+		if (qp->rnr_retry != 7 && q->rnr_left-- == 0) {
+			fail_head(e, qp, q, IBV_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		rewind_to(e, qp, q, p->bth.psn);
+		q->rnr_wait = true;
+		q->deadline = e->now + sr_rnr_timer_ns(val);
+		sr_eng_activate(e, q);
+		return;
+	}
+	e->naks_rx++;
+	if (kind == SR_AETH_NAK && val == SR_NAK_PSN_SEQ) {
+		rewind_to(e, qp, q, p->bth.psn);
+		sr_eng_req_run(e, qp, q);
+		return;
+	}
+	/* remote access, invalid request, remote operational error: fatal */
+	fail_head(e, qp, q, nak_status(val));
+}
+
+/* The head must be the READ or atomic this response answers. */
+static struct sr_send_wqe *resp_head(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+				     uint32_t psn, struct sr_eng_swqe **swp)
+{
+	struct sr_send_wqe *w;
+	struct sr_eng_swqe *sw;
+
+	/* a response acknowledges every request before it (9.7.5.2.x) */
+	for (;;) {
+		if (qp->exec_pos == q->spos && !q->soff)
+			return NULL;
+		w = sr_sq_wqe(e->arena, qp, qp->exec_pos);
+		sw = &q->swqe[qp->exec_pos & (q->swqe_cnt - 1)];
+		if (sw->rd_atomic || sw->local_err != IBV_WC_SUCCESS)
+			break;
+		if (sr_psn_diff(psn, sw->first_psn) < (int32_t)sw->npkts)
+			return NULL;
+		sr_eng_comp_retire(e, qp, q, sr_psn_add(sw->first_psn, sw->npkts - 1));
+	}
+	if (sw->local_err != IBV_WC_SUCCESS) {
+		sr_eng_comp_retire(e, qp, q, psn);
+		return NULL;
+	}
+	*swp = sw;
+	return w;
+}
+
+static void read_done(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		      struct sr_send_wqe *w, struct sr_eng_swqe *sw, enum ibv_wc_status st,
+		      uint32_t byte_len)
+{
+	uint32_t last = sr_psn_add(sw->first_psn, sw->npkts - 1);
+
+	sw->resp_off = 0;
+	if (q->rd_out)
+		q->rd_out--;
+	if (st != IBV_WC_SUCCESS) {
+		fail_head(e, qp, q, st);
+		return;
+	}
+	(void)w;
+	complete_head(e, qp, IBV_WC_SUCCESS, byte_len);
+	if (sr_psn_diff(sr_psn_add(last, 1), q->una) > 0)
+		q->una = sr_psn_add(last, 1);
+	q->retry_left = qp->retry_cnt;
+	sr_eng_comp_retire(e, qp, q, sr_psn_add(q->una, SR_PSN_MASK));
+	if (q->una == q->npsn && qp->exec_pos == q->spos && !q->soff)
+		q->deadline = 0;
+	else
+		arm_timer(e, qp, q);
+	sr_eng_req_run(e, qp, q);
+}
+
+static void on_read_resp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+			 const struct sr_pkt *p)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+	struct sr_eng_swqe *sw;
+	struct sr_send_wqe *w = resp_head(e, qp, q, p->bth.psn, &sw);
+	const struct sr_sge_shm *sge;
+	uint32_t expect, off, len = p->paylen;
+	const char *src = (const char *)p->payload;
+
+	if (!w || w->opcode != IBV_WR_RDMA_READ)
+		return; /* duplicate or stray */
+	expect = sr_psn_add(sw->first_psn, sw->resp_off / mtu);
+	if (p->bth.psn != expect) {
+		/* a lost response: ask again for the rest (once per gap) */
+		if (sr_psn_diff(p->bth.psn, expect) > 0 && !sw->regap) {
+			sw->regap = true;
+			rewind_to(e, qp, q, expect);
+			sr_eng_req_run(e, qp, q);
+		}
+		return;
+	}
+	sw->regap = false;
+	if ((p->op->flags & SR_OPF_AETH) && (p->syndrome & 0xe0) != SR_AETH_ACK) {
+		read_done(e, qp, q, w, sw, nak_status(p->syndrome & 0x1f), 0);
+		return;
+	}
+	if (sw->resp_off + len > w->total_len || (!(p->op->flags & SR_OPF_LAST) && len != mtu)) {
+		read_done(e, qp, q, w, sw, IBV_WC_BAD_RESP_ERR, 0);
+		return;
+	}
+	/* scatter into the WQE's own buffers at resp_off */
+	sge = (const void *)(w + 1);
+	off = sw->resp_off;
+	for (unsigned i = 0; i < w->num_sge && len; i++) {
+		uint64_t k;
+		void *dst = NULL;
+
+		if (off >= sge[i].length) {
+			off -= sge[i].length;
+			continue;
+		}
+		k = sge[i].length - off < len ? sge[i].length - off : len;
+		if (sr_key_resolve(e->ctx, e->arena, sge[i].lkey, sge[i].addr + off, k,
+				   IBV_ACCESS_LOCAL_WRITE, qp->pd, qp->qpn, false, &dst)) {
+			read_done(e, qp, q, w, sw, IBV_WC_LOC_PROT_ERR, 0);
+			return;
+		}
+		memcpy(dst, src, k);
+		src += k;
+		len -= (uint32_t)k;
+		off = 0;
+	}
+	sw->resp_off += p->paylen;
+	if (p->op->flags & SR_OPF_LAST) {
+		if (sw->resp_off != w->total_len)
+			read_done(e, qp, q, w, sw, IBV_WC_BAD_RESP_ERR, 0);
+		else
+			read_done(e, qp, q, w, sw, IBV_WC_SUCCESS, w->total_len);
+		return;
+	}
+	q->retry_left = qp->retry_cnt;
+	arm_timer(e, qp, q);
+}
+
+static void on_atomic_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+			  const struct sr_pkt *p)
+{
+	struct sr_eng_swqe *sw;
+	struct sr_send_wqe *w = resp_head(e, qp, q, p->bth.psn, &sw);
+	const struct sr_sge_shm *sge;
+	void *dst = NULL;
+
+	if (!w || !sw->rd_atomic || w->opcode == IBV_WR_RDMA_READ || p->bth.psn != sw->first_psn)
+		return;
+	if ((p->syndrome & 0xe0) != SR_AETH_ACK) {
+		read_done(e, qp, q, w, sw, nak_status(p->syndrome & 0x1f), 0);
+		return;
+	}
+	sge = (const void *)(w + 1);
+	if (w->num_sge < 1 || sge[0].length < 8 ||
+	    sr_key_resolve(e->ctx, e->arena, sge[0].lkey, sge[0].addr, 8, IBV_ACCESS_LOCAL_WRITE,
+			   qp->pd, qp->qpn, false, &dst)) {
+		read_done(e, qp, q, w, sw, IBV_WC_LOC_PROT_ERR, 0);
+		return;
+	}
+	memcpy(dst, &p->atomic_orig, 8);
+	read_done(e, qp, q, w, sw, IBV_WC_SUCCESS, 8);
+}
+
+void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		    const struct sr_pkt *p)
+{
+	uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
+
+	if (qp->type != IBV_QPT_RC || !q->req_init ||
+	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD && state != IBV_QPS_SQE)) {
+		e->drops[SR_DROP_STATE]++;
+		return;
+	}
+	if (p->op->flags & SR_OPF_READ)
+		on_read_resp(e, qp, q, p);
+	else if (p->op->flags & SR_OPF_ATOMACKETH)
+		on_atomic_ack(e, qp, q, p);
+	else
+		on_ack(e, qp, q, p);
+	if (!q->rnr_wait)
+		sr_eng_req_run(e, qp, q);
+}
+
+void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	if (atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_ERR) {
+		flush_err(e, qp, q);
+		return;
+	}
+	if (q->rnr_wait) {
+		q->rnr_wait = false;
+		q->deadline = 0;
+		sr_eng_req_run(e, qp, q);
+		return;
+	}
+	/* local ACK timeout (9.7.6.1.3): retry from the oldest unacknowledged PSN */
+	if (q->retry_left == 0) {
+		fail_head(e, qp, q, IBV_WC_RETRY_EXC_ERR);
+		return;
+	}
+	q->retry_left--;
+	q->deadline = 0;
+	rewind_to(e, qp, q, q->una);
+	sr_eng_req_run(e, qp, q);
+	if (!q->deadline)
+		arm_timer(e, qp, q);
+}

@@ -1,0 +1,515 @@
+/*
+ * The RoCEv2 responder (IBTA 9.7.5 and 9.8.3): requests that arrive for a
+ * local QP.  It checks the PSN against the expected one (duplicates are
+ * answered again, a gap is NAKed once with a sequence error, C9-102 /
+ * C9-114), checks that the opcode continues the message in progress
+ * (C9-89 ff.), and then does what the request asks through the same-host
+ * executor's code (shm/responder.h): the receive WQE, the scatter, the key
+ * checks, the atomic, the completion.  RC acknowledges: once per received
+ * batch for the newest PSN that asked (AckReq), at once for NAKs, READ
+ * responses and atomic acknowledgements.  UC never answers; UD checks the
+ * Q_Key and hands the GRH built from the IP header to the receive.
+ */
+#include <string.h>
+
+#include "engine/engine.h"
+#include "shm/exec.h"
+#include "shm/qp_err.h"
+#include "verbs/internal.h"
+
+static bool can_receive(uint32_t s)
+{
+	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
+}
+
+/* ---- answers ---- */
+
+static void send_aeth(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		      uint8_t opcode, uint32_t psn, uint8_t syndrome, const void *extra,
+		      unsigned elen, const struct iovec *pay, unsigned npay, uint32_t paylen)
+{
+	uint8_t h[SR_MAX_HDR_LEN];
+
+	sr_bth_put(h, opcode, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, false, psn);
+	sr_aeth_put(h + SR_BTH_LEN, syndrome, q->msn);
+	if (elen)
+		memcpy(h + SR_BTH_LEN + SR_AETH_LEN, extra, elen);
+	sr_eng_send(e, qp, qp->sgid, qp->dgid, q->sock, q->sport, h,
+		    SR_BTH_LEN + SR_AETH_LEN + elen, pay, npay, paylen);
+}
+
+static void send_nak(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn,
+		     uint8_t syndrome)
+{
+	if ((syndrome & 0xe0) == SR_AETH_RNR_NAK)
+		e->rnr_tx++;
+	else
+		e->naks_tx++;
+	send_aeth(e, qp, q, SR_TR_RC | SR_IB_ACK, psn, syndrome, NULL, 0, NULL, 0, 0);
+}
+
+static void ack_later(struct sr_engine *e, struct sr_eng_qp *q)
+{
+	if (q->on_ack)
+		return;
+	q->on_ack = true;
+	q->next_ack = e->acks;
+	e->acks = q;
+}
+
+void sr_eng_resp_acks(struct sr_engine *e)
+{
+	while (e->acks) {
+		struct sr_eng_qp *q = e->acks;
+		struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, q->qpn);
+
+		e->acks = q->next_ack;
+		q->on_ack = false;
+		if (!qp || sr_eng_qp_get(e, qp) != q || !q->ack_due)
+			continue;
+		q->ack_due = false;
+		send_aeth(e, qp, q, SR_TR_RC | SR_IB_ACK, sr_psn_add(q->epsn, SR_PSN_MASK),
+			  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, NULL, 0, NULL, 0, 0);
+	}
+}
+
+/* A requester-side error status from the executor's code, as a NAK. */
+static uint8_t nak_of(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_REM_ACCESS_ERR:
+		return SR_AETH_NAK | SR_NAK_REM_ACCESS;
+	case IBV_WC_REM_OP_ERR:
+		return SR_AETH_NAK | SR_NAK_REM_OP;
+	default:
+		return SR_AETH_NAK | SR_NAK_INV_REQ;
+	}
+}
+
+/* RC: a fatal request error.  NAK it, and the responder's QP goes to ERR
+ * (IBTA 9.9.3.1: remote access and invalid request errors are fatal on
+ * both sides); UC drops the message. */
+static void fail(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		 const struct sr_pkt *p, enum ibv_wc_status st)
+{
+	q->cur_op = 0xff;
+	if (qp->type != IBV_QPT_RC)
+		return;
+	send_nak(e, qp, q, p->bth.psn, nak_of(st));
+	sr_resp_to_error(e->ctx, qp);
+}
+
+/* ---- READ responses (9.7.5.1.5): payload straight from the MR ---- */
+
+static void read_respond(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+			 uint32_t psn, const char *src, uint32_t len)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu), n = len ? (len + mtu - 1) / mtu : 1;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t chunk = len - i * mtu < mtu ? len - i * mtu : mtu;
+		struct iovec iov = {(void *)(src ? src + (uint64_t)i * mtu : NULL), chunk};
+		uint8_t op;
+
+		if (n == 1)
+			op = SR_IB_READ_RESP_ONLY;
+		else if (i == 0)
+			op = SR_IB_READ_RESP_FIRST;
+		else if (i == n - 1)
+			op = SR_IB_READ_RESP_LAST;
+		else
+			op = SR_IB_READ_RESP_MIDDLE;
+		if (op == SR_IB_READ_RESP_MIDDLE) {
+			uint8_t h[SR_BTH_LEN];
+
+			sr_bth_put(h, SR_TR_RC | op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, false,
+				   sr_psn_add(psn, i));
+			sr_eng_send(e, qp, qp->sgid, qp->dgid, q->sock, q->sport, h, SR_BTH_LEN,
+				    &iov, 1, chunk);
+		} else {
+			send_aeth(e, qp, q, SR_TR_RC | op, sr_psn_add(psn, i),
+				  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, NULL, 0, &iov,
+				  chunk ? 1 : 0, chunk);
+		}
+	}
+}
+
+static uint32_t read_npkts(const struct sr_qp_shm *qp, uint32_t len)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+
+	return len ? (len + mtu - 1) / mtu : 1;
+}
+
+static void do_read(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		    const struct sr_pkt *p, bool dup)
+{
+	void *src = NULL;
+
+	if (!sr_resp_rkey(e->ctx, qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ, &src)) {
+		if (!dup)
+			fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
+		return;
+	}
+	if (!dup) {
+		q->msn++;
+		q->epsn = sr_psn_add(q->epsn, read_npkts(qp, p->dma_len));
+	}
+	read_respond(e, qp, q, p->bth.psn, src, p->dma_len);
+}
+
+/* ---- atomics (9.7.5.1.6 / C9-xx: executed once, replayed from the cache) ---- */
+
+static void atomic_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn,
+		       uint64_t orig)
+{
+	uint8_t v[SR_ATOMACKETH_LEN];
+
+	sr_put_be64(v, orig);
+	send_aeth(e, qp, q, SR_TR_RC | SR_IB_ATOMIC_ACK, psn, SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT,
+		  v, sizeof(v), NULL, 0, 0);
+}
+
+static void do_atomic(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		      const struct sr_pkt *p, bool dup)
+{
+	uint8_t wop = (p->bth.opcode & 0x1f) == SR_IB_CMP_SWAP ? IBV_WR_ATOMIC_CMP_AND_SWP
+							       : IBV_WR_ATOMIC_FETCH_AND_ADD;
+	enum ibv_wc_status st;
+	uint64_t orig = 0;
+
+	if (dup) {
+		for (unsigned i = 0; i < SR_ENG_REPLAY; i++)
+			if (q->replay[i].valid && q->replay[i].psn == p->bth.psn) {
+				atomic_ack(e, qp, q, p->bth.psn, q->replay[i].orig);
+				return;
+			}
+		return; /* older than the cache holds: the requester has its answer */
+	}
+	/* CmpSwap: swap_add is the swap value, compare the compare; FetchAdd:
+	 * swap_add is the addend (9.5.x) */
+	if (wop == IBV_WR_ATOMIC_CMP_AND_SWP)
+		st =
+		    sr_resp_atomic(e->ctx, qp, wop, p->va, p->rkey, p->compare, p->swap_add, &orig);
+	else
+		st = sr_resp_atomic(e->ctx, qp, wop, p->va, p->rkey, p->swap_add, 0, &orig);
+	if (st != IBV_WC_SUCCESS) {
+		fail(e, qp, q, p, st);
+		return;
+	}
+	q->replay[q->replay_next].psn = p->bth.psn;
+	q->replay[q->replay_next].orig = orig;
+	q->replay[q->replay_next].valid = true;
+	q->replay_next = (q->replay_next + 1) % SR_ENG_REPLAY;
+	q->msn++;
+	q->epsn = sr_psn_add(q->epsn, 1);
+	atomic_ack(e, qp, q, p->bth.psn, orig);
+}
+
+/* ---- SEND and RDMA WRITE ---- */
+
+/* C9-xx: FIRST and MIDDLE packets carry exactly the path MTU, LAST 1..MTU
+ * (0 only when... never), ONLY 0..MTU. */
+static bool length_ok(const struct sr_qp_shm *qp, const struct sr_pkt *p)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu), f = p->op->flags;
+
+	if ((f & (SR_OPF_FIRST | SR_OPF_LAST)) == (SR_OPF_FIRST | SR_OPF_LAST))
+		return p->paylen <= mtu;
+	if (f & SR_OPF_LAST)
+		return p->paylen >= 1 && p->paylen <= mtu;
+	return p->paylen == mtu;
+}
+
+static uint8_t wr_opcode_of(const struct sr_pkt *p)
+{
+	uint32_t f = p->op->flags;
+
+	if (f & SR_OPF_WRITE)
+		return (f & SR_OPF_IMMDT) ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+	if (f & SR_OPF_IMMDT)
+		return IBV_WR_SEND_WITH_IMM;
+	if (f & SR_OPF_IETH)
+		return IBV_WR_SEND_WITH_INV;
+	return IBV_WR_SEND;
+}
+
+/* Returns 0 when the packet was consumed, -EAGAIN for an RNR NAK. */
+static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		   const struct sr_pkt *p)
+{
+	bool first = p->op->flags & SR_OPF_FIRST, last = p->op->flags & SR_OPF_LAST;
+	bool rc = qp->type == IBV_QPT_RC;
+	enum ibv_wc_status st;
+
+	if (first && last && !q->have_ticket) {
+		/* one packet: exactly the same-host delivery */
+		struct sr_send_wqe w = {.opcode = wr_opcode_of(p),
+					.flags = (p->bth.flags & SR_BTH_SE) ? SR_WQE_SOLICITED : 0,
+					.imm_or_inv =
+					    (p->op->flags & SR_OPF_IETH) ? p->inv_rkey : p->imm_be};
+		int r = sr_resp_deliver(e->ctx, qp, qp->type, qp->dest_qpn, &w, p->payload,
+					p->paylen, NULL, &st);
+
+		if (r == -EAGAIN)
+			return -EAGAIN;
+		if (r) {
+			fail(e, qp, q, p, st);
+			return 0;
+		}
+		return 0;
+	}
+	if (first && !q->have_ticket) {
+		if (sr_resp_recv_take(e->ctx, qp, rc, &q->ticket))
+			return rc ? -EAGAIN : (e->drops[SR_DROP_NOBUF]++, 0);
+		q->have_ticket = true;
+	}
+	if (first)
+		q->cur_off = 0;
+	st = sr_resp_recv_put(e->ctx, qp, &q->ticket, q->cur_off, p->payload, p->paylen);
+	q->cur_off += p->paylen;
+	if (st != IBV_WC_SUCCESS || last) {
+		enum ibv_wc_status done;
+
+		q->have_ticket = false;
+		done = sr_resp_recv_finish(e->ctx, qp, &q->ticket, st, wr_opcode_of(p),
+					   (uint32_t)q->cur_off,
+					   (p->op->flags & SR_OPF_IETH) ? p->inv_rkey : p->imm_be,
+					   qp->dest_qpn, p->bth.flags & SR_BTH_SE, false);
+		if (done != IBV_WC_SUCCESS) {
+			/* C9-xx: too long for the receive buffer is an invalid
+			 * request; a bad invalidation too; a local key a local
+			 * operation error */
+			fail(e, qp, q, p,
+			     done == IBV_WC_LOC_PROT_ERR && st == IBV_WC_LOC_PROT_ERR
+				 ? IBV_WC_REM_OP_ERR
+				 : IBV_WC_REM_INV_REQ_ERR);
+		}
+	}
+	return 0;
+}
+
+static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		    const struct sr_pkt *p)
+{
+	bool first = p->op->flags & SR_OPF_FIRST, last = p->op->flags & SR_OPF_LAST;
+	bool rc = qp->type == IBV_QPT_RC;
+	void *dst = NULL;
+
+	if (first) {
+		q->wr_va = p->va;
+		q->wr_rkey = p->rkey;
+		q->wr_left = p->dma_len;
+		q->cur_off = 0;
+		if (!sr_resp_rkey(e->ctx, qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE,
+				  &dst)) {
+			fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
+			return 0;
+		}
+	}
+	if (p->paylen > q->wr_left || (last && p->paylen != q->wr_left)) {
+		fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR); /* C9-xx: DMA length mismatch */
+		return 0;
+	}
+	/* the immediate needs a receive WQE: find out before writing (RNR) */
+	if (last && (p->op->flags & SR_OPF_IMMDT) && !q->have_ticket) {
+		if (sr_resp_recv_take(e->ctx, qp, rc, &q->ticket))
+			return rc ? -EAGAIN : (e->drops[SR_DROP_NOBUF]++, 0);
+		q->have_ticket = true;
+	}
+	if (p->paylen) {
+		if (!sr_resp_rkey(e->ctx, qp, q->wr_rkey, q->wr_va, p->paylen,
+				  IBV_ACCESS_REMOTE_WRITE, &dst)) {
+			fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
+			return 0;
+		}
+		memcpy(dst, p->payload, p->paylen);
+	}
+	q->wr_va += p->paylen;
+	q->wr_left -= p->paylen;
+	q->cur_off += p->paylen;
+	if (last && (p->op->flags & SR_OPF_IMMDT)) {
+		q->have_ticket = false;
+		sr_resp_recv_finish(e->ctx, qp, &q->ticket, IBV_WC_SUCCESS,
+				    IBV_WR_RDMA_WRITE_WITH_IMM, (uint32_t)q->cur_off, p->imm_be,
+				    qp->dest_qpn, p->bth.flags & SR_BTH_SE, false);
+	}
+	return 0;
+}
+
+/* C9-89 ff.: a FIRST or ONLY packet starts a message only when none is in
+ * progress; MIDDLE and LAST continue one of the same kind. */
+static bool sequence_ok(const struct sr_eng_qp *q, const struct sr_pkt *p)
+{
+	uint32_t f = p->op->flags, kind = f & (SR_OPF_SEND | SR_OPF_WRITE);
+
+	if (f & SR_OPF_FIRST)
+		return q->cur_op == 0xff;
+	return q->cur_op != 0xff &&
+	       (sr_opcode_info[q->cur_op].flags & (SR_OPF_SEND | SR_OPF_WRITE)) == kind;
+}
+
+static void duplicate(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		      const struct sr_pkt *p)
+{
+	uint32_t f = p->op->flags;
+
+	if (f & SR_OPF_READ)
+		do_read(e, qp, q, p, true); /* re-read: 9.7.5.2.x allows it */
+	else if (f & SR_OPF_ATOMIC)
+		do_atomic(e, qp, q, p, true);
+	else if (p->bth.ackreq || (f & SR_OPF_LAST)) {
+		q->ack_due = true; /* C9-xx: ACK the duplicate again */
+		ack_later(e, q);
+	}
+}
+
+void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		    const struct sr_pkt *p, const uint8_t *sgid, const uint8_t *dgid)
+{
+	bool rc = qp->type == IBV_QPT_RC;
+	uint32_t f = p->op->flags;
+	int32_t d;
+	int r = 0;
+
+	(void)sgid;
+	(void)dgid;
+	if (!can_receive(atomic_load_explicit(&qp->state, memory_order_acquire))) {
+		e->drops[SR_DROP_STATE]++;
+		return;
+	}
+	if (!q->resp_init) {
+		q->epsn = qp->rq_psn;
+		q->resp_init = true;
+	}
+	d = sr_psn_diff(p->bth.psn, q->epsn);
+	if (rc && d < 0) {
+		duplicate(e, qp, q, p);
+		return;
+	}
+	if (rc && d > 0) {
+		/* C9-114: one NAK per gap, until the expected packet comes */
+		if (!q->nak_sent) {
+			send_nak(e, qp, q, q->epsn, SR_AETH_NAK | SR_NAK_PSN_SEQ);
+			q->nak_sent = true;
+		}
+		e->drops[SR_DROP_PSN]++;
+		return;
+	}
+	if (!rc && d != 0) {
+		/* UC (9.8.3): a lost packet loses its message; resynchronise
+		 * on the next FIRST or ONLY, keeping a receive WQE taken */
+		q->cur_op = 0xff;
+		q->epsn = p->bth.psn;
+	}
+	if (!sequence_ok(q, p)) {
+		if (rc) {
+			fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR);
+		} else {
+			q->epsn = sr_psn_add(p->bth.psn, 1);
+			e->drops[SR_DROP_OPCODE]++;
+		}
+		return;
+	}
+	q->nak_sent = false;
+	if ((f & SR_OPF_READ) || (f & SR_OPF_ATOMIC)) {
+		if (f & SR_OPF_READ) {
+			if (!(qp->access & IBV_ACCESS_REMOTE_READ) && p->dma_len) {
+				fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
+				return;
+			}
+			do_read(e, qp, q, p, false);
+		} else {
+			do_atomic(e, qp, q, p, false);
+		}
+		return;
+	}
+	if (!length_ok(qp, p)) {
+		fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR);
+		return;
+	}
+	if (f & SR_OPF_FIRST)
+		q->cur_op = p->bth.opcode;
+	r = (f & SR_OPF_SEND) ? do_send(e, qp, q, p) : do_write(e, qp, q, p);
+	if (r == -EAGAIN) {
+		/* 9.7.5.2.8: RNR NAK with our timer; the requester retries this PSN */
+		if (f & SR_OPF_FIRST)
+			q->cur_op = 0xff;
+		send_nak(e, qp, q, p->bth.psn, SR_AETH_RNR_NAK | (qp->min_rnr_timer & 0x1f));
+		return;
+	}
+	if (atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_ERR)
+		return; /* failed above */
+	q->epsn = sr_psn_add(q->epsn, 1);
+	if (f & SR_OPF_LAST) {
+		q->cur_op = 0xff;
+		q->msn++;
+	}
+	if (rc && (p->bth.ackreq || (f & SR_OPF_LAST))) {
+		q->ack_due = true;
+		ack_later(e, q);
+	}
+}
+
+/* ---- UD (9.8.2 / C10-xx) ---- */
+
+/* The 40 bytes a UD receive gets before the payload: for RoCEv2 the IP
+ * header, IPv4 in the last 20 bytes (the first 20 zero), IPv6 whole. */
+static void build_grh(uint8_t *grh, const uint8_t *sgid, const uint8_t *dgid, uint32_t udp_len)
+{
+	static const uint8_t v4pfx[12] = {[10] = 0xff, [11] = 0xff};
+
+	memset(grh, 0, 40);
+	if (!memcmp(sgid, v4pfx, 12) && !memcmp(dgid, v4pfx, 12)) {
+		uint8_t *ip = grh + 20;
+		uint32_t sum = 0, tot = 20 + udp_len;
+
+		ip[0] = 0x45;
+		ip[2] = (uint8_t)(tot >> 8);
+		ip[3] = (uint8_t)tot;
+		ip[6] = 0x40; /* DF */
+		ip[8] = 64;
+		ip[9] = 17;
+		memcpy(ip + 12, sgid + 12, 4);
+		memcpy(ip + 16, dgid + 12, 4);
+		for (int i = 0; i < 20; i += 2)
+			sum += (uint32_t)ip[i] << 8 | ip[i + 1];
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		sum = ~sum & 0xffff;
+		ip[10] = (uint8_t)(sum >> 8);
+		ip[11] = (uint8_t)sum;
+		return;
+	}
+	grh[0] = 0x60;
+	grh[4] = (uint8_t)(udp_len >> 8);
+	grh[5] = (uint8_t)udp_len;
+	grh[6] = 17; /* next header: UDP */
+	grh[7] = 64;
+	memcpy(grh + 8, sgid, 16);
+	memcpy(grh + 24, dgid, 16);
+}
+
+void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_pkt *p,
+		    const uint8_t *sgid, const uint8_t *dgid)
+{
+	struct sr_send_wqe w = {.opcode = (p->op->flags & SR_OPF_IMMDT) ? IBV_WR_SEND_WITH_IMM
+									: IBV_WR_SEND,
+				.flags = (p->bth.flags & SR_BTH_SE) ? SR_WQE_SOLICITED : 0,
+				.imm_or_inv = p->imm_be};
+	enum ibv_wc_status st;
+	uint8_t grh[40];
+
+	if (!can_receive(atomic_load_explicit(&qp->state, memory_order_acquire))) {
+		e->drops[SR_DROP_STATE]++;
+		return;
+	}
+	/* C10-xx: the Q_Key must match (QP1's is the GSI key) */
+	if (p->qkey != qp->qkey) {
+		e->drops[SR_DROP_QKEY]++;
+		return;
+	}
+	build_grh(grh, sgid, dgid,
+		  8 + p->op->hdr_len + p->paylen + sr_bth_padcnt(&p->bth) + SR_ICRC_LEN);
+	sr_resp_deliver(e->ctx, qp, IBV_QPT_UD, p->src_qpn, &w, p->payload, p->paylen, grh, &st);
+}
