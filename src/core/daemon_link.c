@@ -178,6 +178,8 @@ int sr_daemon_hello(int sock, bool monitor, struct sr_dev_info *info, int *arena
 {
 	struct sr_req req;
 	struct sr_rep rep;
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
 	char name[100];
 	int fds[SR_MSG_MAX_FDS], nfds = SR_MSG_MAX_FDS, ret;
 	long n;
@@ -200,6 +202,18 @@ int sr_daemon_hello(int sock, bool monitor, struct sr_dev_info *info, int *arena
 	if (ret && rep.status && rep.u.refused.reason &&
 	    (size_t)n >= offsetof(struct sr_rep, u) + sizeof(rep.u.refused))
 		refusal_text(&rep, name, why, whylen);
+	/* The other direction: any account can bind a free abstract name, so
+	 * a "daemon" of another uid at ours could hand us an arena it writes
+	 * and collect our registered memory.  We use only our own uid's. */
+	if (!ret &&
+	    (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &clen) || cred.uid != geteuid())) {
+		snprintf(why, whylen,
+			 "daemon at @%s runs as uid %d, you are uid %u: not using it (another "
+			 "user's process holds this name: unset SOFTRDMA_SOCKET, or pick a name "
+			 "of your own)",
+			 name, clen == sizeof(cred) ? (int)cred.uid : -1, (unsigned)geteuid());
+		ret = -EACCES;
+	}
 	if (!ret && nfds != 1)
 		ret = -EPROTO;
 	if (ret) {

@@ -21,7 +21,8 @@
 int sr_daemon_connect(bool spawn, const void *self);
 /* HELLO on a fresh connection: fills *info and, if arena_fd is not NULL,
  * hands over the arena (else closes it).  Returns 0 or -errno: -EACCES
- * when the daemon belongs to another user, -EXDEV for another pid namespace,
+ * when the daemon belongs to another user (it refused us, or we refuse a
+ * daemon not of our effective uid), -EXDEV for another pid namespace,
  * -EPROTO for another protocol version; in those cases `why` holds one line
  * that says so and names the socket (else why[0] = 0). */
 int sr_daemon_hello(int sock, bool monitor, struct sr_dev_info *info, int *arena_fd, char *why,
