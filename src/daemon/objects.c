@@ -1081,8 +1081,12 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		ret = do_reg_fd(d, c, req, fds, nfds, &rep);
 		break;
 	case SR_OP_GET_FD: {
+		/* Any client's eventfd (an executor signals the channel of a
+		 * peer's CQ); registered memory only by key (MR_MAP). */
 		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, req->handle);
 
+		if (f && f->u.fd.kind != SR_FD_EVENT)
+			f = NULL;
 		ret = f ? 0 : -ENOENT;
 		if (f) {
 			out_fds[0] = f->u.fd.fd;

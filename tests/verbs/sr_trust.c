@@ -17,6 +17,11 @@
  *   sr_trust silent           connects and sends nothing: prints
  *                             "silent: closed after MS ms" when the daemon
  *                             hangs up, or "silent: still open after MS ms"
+ *   sr_trust get-fds          as the daemon's own user: registers an MR, then
+ *                             asks GET_FD for every small handle on a
+ *                             connection of its own: prints "get_fd: E
+ *                             eventfd(s), M memfd(s)"; exits 1 if M > 0
+ *                             (memory is handed out by key only, MR_MAP)
  *   sr_trust fake-daemon NAME binds NAME and answers one HELLO as a daemon
  *                             would (success, a memfd as the arena): prints
  *                             "fake: ready", then "fake: client sent op N"
@@ -181,6 +186,64 @@ static int cmd_probe(const char *op)
 	return 0;
 }
 
+static int cmd_get_fds(void)
+{
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	struct ibv_comp_channel *ch;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct sr_req req;
+	struct sr_rep rep;
+	static char buf[8192];
+	int fd, nev = 0, nmem = 0, n = 0;
+
+	list = ibv_get_device_list(&n);
+	if (!list || n < 1 || !(ctx = ibv_open_device(list[0])) || !(pd = ibv_alloc_pd(ctx)) ||
+	    !(ch = ibv_create_comp_channel(ctx)) ||
+	    !(mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE))) {
+		perror("sr_trust: set-up");
+		return 1;
+	}
+	fd = connect_raw();
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_HELLO;
+	req.u.hello.version = SR_PROTO_VERSION;
+	req.u.hello.pid = (uint32_t)getpid();
+	if (ask(fd, &req, &rep, &n) != sizeof(rep) || rep.status) {
+		fprintf(stderr, "sr_trust: HELLO failed\n");
+		return 1;
+	}
+	for (uint32_t h = 0; h < 64; h++) {
+		int fds[SR_MSG_MAX_FDS], nfds = SR_MSG_MAX_FDS;
+		char path[64], target[256];
+		ssize_t len;
+
+		memset(&req, 0, sizeof(req));
+		req.op = SR_OP_GET_FD;
+		req.handle = h;
+		if (sr_msg_send(fd, &req, sizeof(req), NULL, 0) ||
+		    sr_msg_recv(fd, &rep, sizeof(rep), fds, &nfds) != sizeof(rep))
+			return 1;
+		for (int i = 0; i < nfds; i++) {
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fds[i]);
+			len = readlink(path, target, sizeof(target) - 1);
+			target[len > 0 ? len : 0] = 0;
+			nev += !!strstr(target, "eventfd");
+			nmem += !!strstr(target, "memfd:");
+			close(fds[i]);
+		}
+	}
+	printf("get_fd: %d eventfd(s), %d memfd(s)\n", nev, nmem);
+	close(fd);
+	ibv_dereg_mr(mr);
+	ibv_destroy_comp_channel(ch);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	return nmem || !nev;
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -269,9 +332,11 @@ int main(int argc, char **argv)
 		return cmd_probe(argv[2]);
 	if (argc == 2 && !strcmp(argv[1], "silent"))
 		return cmd_silent();
+	if (argc == 2 && !strcmp(argv[1], "get-fds"))
+		return cmd_get_fds();
 	if (argc == 3 && !strcmp(argv[1], "fake-daemon"))
 		return cmd_fake_daemon(argv[2]);
-	fprintf(stderr,
-		"usage: sr_trust list | open-at NAME | probe OP | silent | fake-daemon NAME\n");
+	fprintf(stderr, "usage: sr_trust list | open-at NAME | probe OP | silent | get-fds | "
+			"fake-daemon NAME\n");
 	return 2;
 }
