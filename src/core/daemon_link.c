@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/auxv.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,21 +28,28 @@
 #include "core/daemon_link.h"
 #include "core/msg.h"
 
+/*
+ * A set-user-ID (or otherwise privileged, AT_SECURE) program takes nothing
+ * of this from its caller's environment (secure_getenv) and starts no
+ * daemon: SOFTRDMA_DAEMON would otherwise run any binary with its
+ * privileges.  The default name carries the effective uid, the one the
+ * daemon checks, so such a program finds its own account's daemon.
+ */
 void sr_daemon_socket_name(char *buf, unsigned len)
 {
-	const char *e = getenv("SOFTRDMA_SOCKET");
+	const char *e = secure_getenv("SOFTRDMA_SOCKET");
 	struct stat st;
 
 	if (e && *e)
 		snprintf(buf, len, "%s", e);
 	else /* no /proc: 0, and the daemon still refuses a mismatch */
-		snprintf(buf, len, SR_SOCKET_FMT, (unsigned)getuid(),
+		snprintf(buf, len, SR_SOCKET_FMT, (unsigned)geteuid(),
 			 stat("/proc/self/ns/pid", &st) ? 0ul : (unsigned long)st.st_ino);
 }
 
 void sr_daemon_path(const void *self, char *buf, unsigned len)
 {
-	const char *e = getenv("SOFTRDMA_DAEMON");
+	const char *e = secure_getenv("SOFTRDMA_DAEMON");
 	Dl_info info;
 
 	if (e && *e) {
@@ -126,7 +134,7 @@ int sr_daemon_connect(bool spawn, const void *self)
 	struct timespec ts = {0, 5 * 1000 * 1000};
 	int fd = try_connect();
 
-	if (fd >= 0 || !spawn || getenv("SOFTRDMA_NO_SPAWN"))
+	if (fd >= 0 || !spawn || getenv("SOFTRDMA_NO_SPAWN") || getauxval(AT_SECURE))
 		return fd;
 	if (fd != -ECONNREFUSED && fd != -ENOENT)
 		return fd;

@@ -6,6 +6,8 @@
  *   SOFTRDMA_DAEMON   daemon binary (default: ../bin/softrdmad next to the
  *                     library or CLI that asks, then PATH)
  *   SOFTRDMA_NO_SPAWN never start a daemon; fail with ECONNREFUSED
+ * (<uid> is the effective uid.  A set-user-ID program ignores the first two
+ * and never starts a daemon.)
  */
 #ifndef SR_CORE_DAEMON_LINK_H
 #define SR_CORE_DAEMON_LINK_H
