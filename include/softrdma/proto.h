@@ -13,6 +13,13 @@
  * their ids: a daemon refuses a data-path client whose getpid() is not the
  * pid it sees (SO_PEERCRED), i.e. one from another pid namespace that was
  * pointed at it with SOFTRDMA_SOCKET (HELLO fails with EXDEV).
+ *
+ * Abstract names carry no permissions, so the daemon serves only processes
+ * of its own effective uid (SO_PEERCRED): any other one gets, whatever its
+ * first request, a refusal record (struct sr_rep, status -EACCES, u.refused)
+ * and nothing else, and the daemon closes the connection.  Every refusal
+ * (another uid, another pid namespace, another protocol version) is that one
+ * record with its reason, followed by the close.
  */
 #ifndef SOFTRDMA_PROTO_H
 #define SOFTRDMA_PROTO_H
@@ -59,6 +66,13 @@ enum sr_op {
 enum sr_fd_kind {
 	SR_FD_MEM = 1,	 /* memfd backing registered memory */
 	SR_FD_EVENT = 2, /* eventfd: completion channel or async event fd */
+};
+
+/* Why a daemon will not serve a client (sr_rep.u.refused.reason). */
+enum sr_refusal {
+	SR_REFUSED_UID = 1,	/* another user's process: status -EACCES */
+	SR_REFUSED_PIDNS = 2,	/* a data-path client of another pid namespace: -EXDEV */
+	SR_REFUSED_VERSION = 3, /* another protocol version: -EPROTO */
 };
 
 struct sr_gid_info {
@@ -214,6 +228,14 @@ struct sr_rep {
 	uint32_t handle; /* new object's handle/number */
 	union {
 		struct sr_dev_info hello;
+		/* the only reply a refused client gets; then the daemon closes */
+		struct {
+			uint32_t reason;     /* enum sr_refusal */
+			uint32_t version;    /* the daemon's SR_PROTO_VERSION */
+			uint32_t daemon_uid; /* its effective uid */
+			uint32_t client_uid; /* the client's, as the daemon sees it (SO_PEERCRED) */
+			uint32_t client_pid; /* the client's pid, as the daemon sees it */
+		} refused;
 		struct {
 			uint32_t fd_id;
 		} reg_fd;

@@ -75,11 +75,15 @@ static int cmd_run(int argc, char **argv)
 	return 127;
 }
 
+/* Only the daemon's own user gets an answer: another one is refused
+ * (sr_daemon_hello says why on stderr) and prints nothing on stdout. */
 static int cmd_status(void)
 {
+	struct sr_dev_info info;
 	struct sr_req req;
 	struct sr_rep rep;
-	int sock, nfds = 1, fd = -1;
+	char why[512];
+	int sock, ret;
 	long n;
 
 	sock = sr_daemon_connect(false, NULL);
@@ -87,17 +91,16 @@ static int cmd_status(void)
 		printf("no softrdmad is running in this network namespace\n");
 		return 0;
 	}
-	memset(&req, 0, sizeof(req));
-	req.op = SR_OP_HELLO;
-	req.u.hello.version = SR_PROTO_VERSION;
-	req.u.hello.flags = 1; /* monitor: holds no resources */
-	if (sr_msg_send(sock, &req, sizeof(req), NULL, 0) ||
-	    sr_msg_recv(sock, &rep, sizeof(rep), &fd, &nfds) != sizeof(rep) || rep.status) {
-		fprintf(stderr, "softrdma: daemon handshake failed\n");
+	/* monitor: holds no resources */
+	ret = sr_daemon_hello(sock, true, &info, NULL, why, sizeof(why));
+	if (ret) {
+		if (why[0])
+			fprintf(stderr, "softrdma: %s\n", why);
+		else
+			fprintf(stderr, "softrdma: daemon handshake failed: %s\n", strerror(-ret));
+		close(sock);
 		return 1;
 	}
-	if (fd >= 0)
-		close(fd);
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_STATUS;
 	if (sr_msg_send(sock, &req, sizeof(req), NULL, 0) ||

@@ -71,9 +71,13 @@ struct sr_obj {
 struct sr_client {
 	int sock;
 	pid_t pid;
-	uint32_t id;
+	uid_t uid;   /* SO_PEERCRED: its effective uid when it connected */
+	uint32_t id; /* 0 until its HELLO is accepted */
 	bool monitor;
 	bool internal; /* the daemon's own RoCEv2 engine (engine.c) */
+	bool foreign;  /* another uid (or unknown): refused at its first request */
+	bool refused;  /* refusal sent: main.c closes the connection */
+	uint64_t since_ms;
 	char comm[32];
 	struct sr_obj *objs; /* newest first */
 	struct sr_client *next;
@@ -81,6 +85,7 @@ struct sr_client {
 
 struct sr_daemon {
 	int listen_fd;
+	uid_t uid; /* geteuid(): the only uid it serves */
 	int arena_fd;
 	void *arena;
 	uint64_t arena_size;

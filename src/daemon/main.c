@@ -4,7 +4,8 @@
  * on demand by the library (or by `softrdma daemon` in the foreground),
  * serves control requests in a single-threaded poll loop, reclaims the
  * resources of clients whose socket closes, and exits after an idle period
- * with no clients.
+ * with no clients.  It serves only processes of its own effective uid (the
+ * abstract name has no permissions): see accept_client.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,25 +65,59 @@ static int listen_socket(void)
 	return fd;
 }
 
+/* Another uid's connections held open at once, waiting for their first
+ * request (to be refused): beyond that they are closed unanswered, and
+ * after SR_FOREIGN_WAIT_MS without a request too, so another account can
+ * neither run the daemon out of descriptors nor keep it from exiting. */
+#define SR_FOREIGN_MAX	   16
+#define SR_FOREIGN_WAIT_MS 1000
+
+static unsigned count_foreign(const struct sr_daemon *d)
+{
+	unsigned n = 0;
+
+	for (const struct sr_client *c = d->clients; c; c = c->next)
+		n += c->foreign;
+	return n;
+}
+
+/*
+ * Every connection is let in and its credentials kept: one of another
+ * effective uid (root's included, see docs/architecture.md "Trust model")
+ * or of unknown credentials is marked foreign, and its first request,
+ * whatever it is, gets the refusal record and the close (objects.c).
+ * Answering instead of closing at once tells the user why.
+ */
 static void accept_client(struct sr_daemon *d)
 {
 	struct sr_client *c;
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
+	bool foreign = true;
 	char path[64];
 	int fd, cfd;
 
 	fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
+	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) && clen == sizeof(cred))
+		foreign = cred.uid != d->uid;
+	else
+		cred = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
+	if (foreign && count_foreign(d) >= SR_FOREIGN_MAX) {
+		close(fd);
+		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
 		return;
 	}
 	c->sock = fd;
-	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen))
-		c->pid = cred.pid;
+	c->pid = cred.pid;
+	c->uid = cred.uid;
+	c->foreign = foreign;
+	c->since_ms = sr_daemon_now_ms();
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)c->pid);
 	cfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (cfd >= 0) {
@@ -113,6 +148,8 @@ static int add_engine_client(struct sr_daemon *d)
 	}
 	c->sock = sp[0];
 	c->pid = getpid();
+	c->uid = geteuid();
+	c->since_ms = sr_daemon_now_ms();
 	c->internal = true;
 	snprintf(c->comm, sizeof(c->comm), "roce-engine");
 	c->next = d->clients;
@@ -129,7 +166,10 @@ static void drop_client(struct sr_daemon *d, struct sr_client *c)
 {
 	struct sr_client **pp;
 
-	sr_client_teardown(d, c);
+	/* A client never admitted holds nothing, and its pid (another uid's,
+	 * perhaps already dead and reused) must not free anyone's reader slots. */
+	if (c->id)
+		sr_client_teardown(d, c);
 	for (pp = &d->clients; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
@@ -162,12 +202,27 @@ static void serve_client(struct sr_daemon *d, struct sr_client *c)
 	if ((size_t)n < sizeof(req))
 		memset((char *)&req + n, 0, sizeof(req) - n);
 	sr_handle_request(d, c, &req, fds, nfds);
+	if (c->refused)
+		drop_client(d, c);
+}
+
+/* Foreign connections that never sent their first request. */
+static void drop_silent_foreign(struct sr_daemon *d)
+{
+	uint64_t now = sr_daemon_now_ms();
+	struct sr_client *c = d->clients, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		if (c->foreign && now - c->since_ms > SR_FOREIGN_WAIT_MS)
+			drop_client(d, c);
+	}
 }
 
 static bool has_resource_clients(const struct sr_daemon *d)
 {
 	for (const struct sr_client *c = d->clients; c; c = c->next)
-		if (!c->monitor && !c->internal)
+		if (!c->monitor && !c->foreign && !c->internal)
 			return true;
 	return false;
 }
@@ -217,6 +272,7 @@ int main(int argc, char **argv)
 	}
 	d.dev.arena_size = d.arena_size;
 	d.dev.daemon_pid = getpid();
+	d.uid = geteuid();
 	d.listen_fd = listen_socket();
 	if (d.listen_fd < 0) {
 		if (d.listen_fd == -EADDRINUSE) {
@@ -262,6 +318,7 @@ int main(int argc, char **argv)
 		waiting = sr_daemon_tick(&d);
 		sr_heap_reap(&d, false);
 		if (sr_daemon_now_ms() - last_sweep >= 1000) {
+			drop_silent_foreign(&d);
 			sr_heap_sweep_slots(&d);
 			last_sweep = sr_daemon_now_ms();
 		}

@@ -1036,6 +1036,27 @@ static int send_status(struct sr_daemon *d, struct sr_client *c, struct sr_rep *
 	return ret;
 }
 
+/*
+ * The one way of turning a client away: a reply that carries the reason and
+ * nothing else (no descriptor, no device, no state), after which main.c
+ * closes the connection.  The client's library prints why (daemon_link.c).
+ */
+static void refuse(struct sr_daemon *d, struct sr_client *c, enum sr_refusal why, int status)
+{
+	struct sr_rep rep;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.status = status;
+	rep.u.refused.reason = why;
+	rep.u.refused.version = SR_PROTO_VERSION;
+	rep.u.refused.daemon_uid = (uint32_t)d->uid;
+	rep.u.refused.client_uid = (uint32_t)c->uid;
+	rep.u.refused.client_pid = (uint32_t)c->pid;
+	if (sr_msg_send(c->sock, &rep, sizeof(rep), NULL, 0))
+		sr_dbg("refusal to pid %d lost", (int)c->pid);
+	c->refused = true;
+}
+
 void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		       int nfds)
 {
@@ -1044,6 +1065,14 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 	int nout = 0, ret;
 
 	memset(&rep, 0, sizeof(rep));
+	/* Another account's process: whatever it asks, it learns nothing but
+	 * the refusal (docs/architecture.md, "Trust model"). */
+	if (c->foreign) {
+		sr_warn("refusing %s (pid %d, uid %d): not this daemon's user (uid %u)", c->comm,
+			(int)c->pid, (int)c->uid, (unsigned)d->uid);
+		refuse(d, c, SR_REFUSED_UID, -EACCES);
+		goto out;
+	}
 	if (req->op != SR_OP_HELLO && !c->id) {
 		ret = -EPROTO;
 		goto reply;
@@ -1051,8 +1080,10 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 	switch (req->op) {
 	case SR_OP_HELLO:
 		if (req->u.hello.version != SR_PROTO_VERSION) {
-			ret = -EPROTO;
-			break;
+			sr_warn("refusing %s (pid %d): protocol %u, this daemon speaks %u", c->comm,
+				(int)c->pid, req->u.hello.version, SR_PROTO_VERSION);
+			refuse(d, c, SR_REFUSED_VERSION, -EPROTO);
+			goto out;
 		}
 		/* Locks and reader slots in the arena name processes by pid
 		 * (holder_dead, the epoch sweep): a client whose pid we see
@@ -1062,8 +1093,8 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 			sr_warn("refusing %s (pid %u to itself, %u here): another pid namespace; "
 				"it needs a softrdmad of its own",
 				c->comm, req->u.hello.pid, (unsigned)c->pid);
-			ret = -EXDEV;
-			break;
+			refuse(d, c, SR_REFUSED_PIDNS, -EXDEV);
+			goto out;
 		}
 		c->id = ++d->next_client_id;
 		c->monitor = req->u.hello.flags & 1;
@@ -1081,8 +1112,12 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		ret = do_reg_fd(d, c, req, fds, nfds, &rep);
 		break;
 	case SR_OP_GET_FD: {
+		/* Any client's eventfd (an executor signals the channel of a
+		 * peer's CQ); registered memory only by key (MR_MAP). */
 		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, req->handle);
 
+		if (f && f->u.fd.kind != SR_FD_EVENT)
+			f = NULL;
 		ret = f ? 0 : -ENOENT;
 		if (f) {
 			out_fds[0] = f->u.fd.fd;
@@ -1175,7 +1210,7 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 	/* its last connection: no thread of it can be inside the data path
 	 * any more (or it is dead), so its epoch slots pin nothing */
 	for (struct sr_client *o = d->clients; o; o = o->next)
-		if (o != c && o->pid == c->pid)
+		if (o != c && o->id && o->pid == c->pid)
 			return;
 	sr_heap_forget_pid(d, (uint32_t)c->pid);
 }

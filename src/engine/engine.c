@@ -23,11 +23,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "engine/doorbell.h"
+#include "core/daemon_link.h"
 #include "core/idalloc.h"
 #include "engine/engine.h"
 #include "shm/epoch.h"
@@ -35,41 +37,7 @@
 #include "shm/qp_err.h"
 #include "verbs/internal.h"
 #include "wire/icrc.h"
-
-static bool gid_is_v4(const uint8_t *g)
-{
-	static const uint8_t pfx[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-	return !memcmp(g, pfx, 12);
-}
-
-static int udp_socket(uint16_t port, uint16_t *bound)
-{
-	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
-	socklen_t len = sizeof(sa);
-	int fd, zero = 0, one = 1, pmtu4 = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
-	int buf = 8 << 20;
-
-	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu4, sizeof(pmtu4));
-	setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof(pmtu6));
-	setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
-	setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	*bound = ntohs(sa.sin6_port);
-	return fd;
-}
+#include "wire/udp.h"
 
 /* ---- per-QP engine state ---- */
 
@@ -135,25 +103,11 @@ void sr_eng_flush_tx(struct sr_engine *e)
 
 	while (i < e->ntx) {
 		unsigned n = 0;
-		int sock = e->tx[i].sock;
+		int sock = e->txsock[i];
 
 		/* one sendmmsg per run of packets on the same socket */
-		while (i + n < e->ntx && e->tx[i + n].sock == sock) {
-			struct sr_eng_tx *t = &e->tx[i + n];
-			unsigned niov = 0;
-
-			while (niov < SR_MAX_SGE + 2 && t->iov[niov].iov_len)
-				niov++;
-			mm[n].msg_hdr = (struct msghdr){
-			    .msg_name = &t->dst,
-			    .msg_namelen = sizeof(t->dst),
-			    .msg_iov = t->iov,
-			    .msg_iovlen = niov,
-			    .msg_control = t->ctl.buf,
-			    .msg_controllen = t->ctl.align.cmsg_len
-						  ? CMSG_SPACE(t->ctl.align.cmsg_len - CMSG_LEN(0))
-						  : 0,
-			};
+		while (i + n < e->ntx && e->txsock[i + n] == sock) {
+			mm[n].msg_hdr = e->tx[i + n].mh;
 			n++;
 		}
 		for (unsigned done = 0; done < n;) {
@@ -182,55 +136,11 @@ void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t 
 		 const uint8_t *dgid, int sock, uint16_t sport, const uint8_t *hdr, unsigned hlen,
 		 const struct iovec *pay, unsigned npay, uint32_t paylen)
 {
-	struct sr_eng_tx *t;
-	unsigned pad = (4 - (paylen & 3)) & 3, n = 0;
-	struct cmsghdr *cm;
-
 	(void)qp;
 	if (e->ntx == SR_ENG_TX_BATCH)
 		sr_eng_flush_tx(e);
-	t = &e->tx[e->ntx++];
-	memcpy(t->hdr, hdr, hlen);
-	t->hdr[1] = (uint8_t)((t->hdr[1] & ~0x30) | (pad << 4));
-	t->iov[n++] = (struct iovec){t->hdr, hlen};
-	for (unsigned i = 0; i < npay; i++)
-		if (pay[i].iov_len)
-			t->iov[n++] = pay[i];
-	memset(t->trailer, 0, pad);
-	if (pad)
-		t->iov[n++] = (struct iovec){t->trailer, pad};
-	sr_icrc_put(t->trailer + pad, sr_icrc(sgid, dgid, sport, SR_ROCE_PORT, t->iov, (int)n));
-	if (pad)
-		t->iov[n - 1].iov_len = pad + SR_ICRC_LEN;
-	else
-		t->iov[n++] = (struct iovec){t->trailer, SR_ICRC_LEN};
-	if (n < SR_MAX_SGE + 2)
-		t->iov[n] = (struct iovec){NULL, 0};
-	t->sock = sock;
-	memset(&t->dst, 0, sizeof(t->dst));
-	t->dst.sin6_family = AF_INET6;
-	t->dst.sin6_port = htons(SR_ROCE_PORT);
-	memcpy(&t->dst.sin6_addr, dgid, 16);
-	/* the source address: the QP's GID */
-	memset(&t->ctl, 0, sizeof(t->ctl));
-	cm = &t->ctl.align;
-	if (gid_is_v4(sgid)) {
-		struct in_pktinfo pi = {0};
-
-		memcpy(&pi.ipi_spec_dst, sgid + 12, 4);
-		cm->cmsg_level = IPPROTO_IP;
-		cm->cmsg_type = IP_PKTINFO;
-		cm->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-	} else {
-		struct in6_pktinfo pi = {0};
-
-		memcpy(&pi.ipi6_addr, sgid, 16);
-		cm->cmsg_level = IPPROTO_IPV6;
-		cm->cmsg_type = IPV6_PKTINFO;
-		cm->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-	}
+	e->txsock[e->ntx] = sock;
+	sr_udp_build(&e->tx[e->ntx++], sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
 	e->pkts_tx++;
 	e->bytes_tx += paylen;
 }
@@ -453,12 +363,36 @@ static uint64_t run_timers(struct sr_engine *e)
 
 static volatile int engine_stop;
 
+/*
+ * The engine shares two CPUs with applications that busy-poll.  Under
+ * Linux's EEVDF scheduler a thread that wakes (a datagram, a doorbell) runs
+ * only when its virtual deadline is the earliest, which with the default
+ * slice can be milliseconds behind a spinning poller.  A short slice
+ * (sched_attr.sched_runtime for SCHED_OTHER, Linux 6.12+, no privilege
+ * needed) makes it preempt at wake-up instead.  Best effort: older kernels
+ * refuse and keep the default.
+ */
+static void short_slice(void)
+{
+	struct {
+		uint32_t size, policy;
+		uint64_t flags;
+		int32_t nice;
+		uint32_t prio;
+		uint64_t runtime, deadline, period;
+	} a = {.size = 48, .policy = 0 /* SCHED_OTHER */, .runtime = 100000 /* ns */};
+
+	if (syscall(SYS_sched_setattr, 0, &a, 0))
+		sr_dbg("engine: no short scheduler slice: %m");
+}
+
 static void *engine_main(void *arg)
 {
 	struct sr_engine *e = arg;
 	struct sr_arena_hdr *h = e->arena;
 	struct epoll_event ev[4];
 
+	short_slice();
 	while (!engine_stop) {
 		uint64_t next;
 		bool busy;
@@ -515,7 +449,9 @@ static int context_open(struct sr_engine *e, int sock)
 	ctx->sock = sock;
 	pthread_mutex_init(&ctx->sock_lock, NULL);
 	pthread_mutex_init(&ctx->lock, NULL);
-	ret = sr_hello(sock, false, &ctx->dev, &arena_fd);
+	char why[256];
+
+	ret = sr_daemon_hello(sock, false, &ctx->dev, &arena_fd, why, sizeof(why));
 	if (ret)
 		goto fail;
 	ctx->arena =
@@ -567,14 +503,14 @@ static void *engine_start_thread(void *arg)
 		sr_err("engine: cannot open its context: %s", strerror(-ret));
 		return NULL;
 	}
-	e->rx_sock = udp_socket(SR_ROCE_PORT, &port);
+	e->rx_sock = sr_udp_socket(SR_ROCE_PORT, &port);
 	if (e->rx_sock < 0) {
 		sr_err("engine: cannot bind UDP port %d: %s; RoCEv2 is off on this host",
 		       SR_ROCE_PORT, strerror(-e->rx_sock));
 		return NULL;
 	}
 	for (int i = 0; i < SR_ENG_SOCKS; i++) {
-		e->socks[i] = udp_socket(0, &e->sports[i]);
+		e->socks[i] = sr_udp_socket(0, &e->sports[i]);
 		if (e->socks[i] < 0) {
 			e->socks[i] = e->rx_sock;
 			e->sports[i] = SR_ROCE_PORT;

@@ -31,6 +31,7 @@
 
 #include "shm/responder.h"
 #include "wire/bth.h"
+#include "wire/udp.h"
 
 struct sr_context;
 
@@ -101,19 +102,6 @@ struct sr_eng_qp {
 	uint32_t replay_next;
 };
 
-/* One packet queued for transmission. */
-struct sr_eng_tx {
-	uint8_t hdr[SR_MAX_HDR_LEN + 8];
-	uint8_t trailer[3 + SR_ICRC_LEN]; /* pad, then the ICRC */
-	struct iovec iov[SR_MAX_SGE + 2];
-	struct sockaddr_in6 dst;
-	union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
-		struct cmsghdr align;
-	} ctl;
-	int sock;
-};
-
 struct sr_engine {
 	struct sr_context *ctx;
 	void *arena;
@@ -127,7 +115,8 @@ struct sr_engine {
 	uint64_t now;
 	/* transmit batch */
 	unsigned ntx;
-	struct sr_eng_tx tx[SR_ENG_TX_BATCH];
+	struct sr_udp_pkt tx[SR_ENG_TX_BATCH];
+	int txsock[SR_ENG_TX_BATCH];
 	/* counters (softrdma status) */
 	uint64_t pkts_tx, pkts_rx, bytes_tx, bytes_rx, retrans, naks_tx, naks_rx, rnr_tx, rnr_rx;
 	uint64_t drops[SR_DROP_MAX];

@@ -18,10 +18,12 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/copy.h"
+#include "core/log.h"
 #include "core/idalloc.h"
 #include "core/seqlock.h"
 #include "core/shmlock.h"
@@ -30,6 +32,7 @@
 #include "shm/mrmap.h"
 #include "shm/qp_err.h"
 #include "shm/responder.h"
+#include "wire/udp.h"
 #include "verbs/internal.h"
 
 #define SR_QPN_MCAST 0xffffffu
@@ -483,6 +486,70 @@ send_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
 	return res;
 }
 
+static bool gid_local(const struct sr_context *ctx, const uint8_t *gid)
+{
+	for (uint32_t i = 0; i < ctx->dev.gid_cnt && i < SR_GID_TBL_LEN; i++)
+		if (!memcmp(ctx->dev.gids[i].gid, gid, 16))
+			return true;
+	return false;
+}
+
+/* This process's socket for UD datagrams to other hosts (sr_udp_socket). */
+static int ud_sock = -1;
+static uint16_t ud_sport;
+static pthread_mutex_t ud_sock_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * UD to another host: one RoCEv2 datagram (BTH, DETH, ImmDt, payload),
+ * sent from the posting thread, payload read in place from the gather
+ * list.  Unreliable (C9-xx): the WQE completes once it is handed to the
+ * kernel; a message longer than the path MTU is a local length error.
+ */
+static enum xres send_ud_wire(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len,
+			      uint32_t qkey)
+{
+	struct sr_send_wqe *w = x->w;
+	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM;
+	uint8_t h[SR_MAX_HDR_LEN];
+	struct iovec iov[SR_MAX_SGE];
+	struct sr_udp_pkt pkt;
+	unsigned hl = SR_BTH_LEN, n = 0;
+
+	if (len > sr_mtu_bytes(x->ctx->dev.active_mtu)) {
+		x->status = IBV_WC_LOC_LEN_ERR;
+		return X_ERR;
+	}
+	if (ud_sock < 0) {
+		pthread_mutex_lock(&ud_sock_mu);
+		if (ud_sock < 0)
+			ud_sock = sr_udp_socket(0, &ud_sport);
+		pthread_mutex_unlock(&ud_sock_mu);
+		if (ud_sock < 0) {
+			x->status = IBV_WC_GENERAL_ERR;
+			return X_ERR;
+		}
+	}
+	sr_bth_put(h, SR_TR_UD | (imm ? SR_IB_SEND_ONLY_IMM : SR_IB_SEND_ONLY),
+		   w->flags & SR_WQE_SOLICITED, 0, SR_DEFAULT_PKEY, w->ud_qpn, false,
+		   x->qp->sq_psn);
+	x->qp->sq_psn = sr_psn_add(x->qp->sq_psn, 1);
+	sr_deth_put(h + hl, qkey, x->qp->qpn);
+	hl += SR_DETH_LEN;
+	if (imm) {
+		memcpy(h + hl, &w->imm_or_inv, 4);
+		hl += SR_IMMDT_LEN;
+	}
+	for (unsigned i = 0; i < ns; i++)
+		if (src[i].len)
+			iov[n++] = (struct iovec){src[i].p, src[i].len};
+	sr_udp_build(&pkt, w->ud_sgid, w->ud_dgid, ud_sport, h, hl, iov, n, (uint32_t)len);
+	if (sendmsg(ud_sock, &pkt.mh, 0) < 0)
+		sr_dbg("UD to another host: %m"); /* unreliable: lost like on a fabric */
+	count(x->qp, SR_CNT_SEND_WQE, 1);
+	count(x->qp, SR_CNT_BYTES, len);
+	return X_DONE;
+}
+
 static enum xres exec_send(struct xfer *x)
 {
 	struct sr_context *ctx = x->ctx;
@@ -510,6 +577,9 @@ static enum xres exec_send(struct xfer *x)
 		memcpy(grh + 24, w->ud_dgid, 16);
 		/* C10-15: a Q_Key with the high bit set means "use the QP's own" */
 		qkey = (w->ud_qkey & 0x80000000u) ? x->qp->qkey : w->ud_qkey;
+		/* routing by GID: another host's GID goes over the wire */
+		if (w->ud_ah_global && w->ud_dgid[0] != 0xff && !gid_local(ctx, w->ud_dgid))
+			return send_ud_wire(x, src, ns, len, qkey);
 		if (w->ud_qpn == SR_QPN_MCAST) {
 			struct sr_mcast_group *tab = sr_arena_mcasttab(ctx->arena);
 

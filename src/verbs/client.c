@@ -42,30 +42,6 @@ int sr_ctx_request(struct sr_context *ctx, struct sr_req *req, struct sr_rep *re
 	return ret;
 }
 
-int sr_hello(int sock, bool monitor, struct sr_dev_info *info, int *arena_fd)
-{
-	struct sr_req req;
-	struct sr_rep rep;
-	int fds[1], nfds = 1, ret;
-
-	memset(&req, 0, sizeof(req));
-	req.op = SR_OP_HELLO;
-	req.u.hello.version = SR_PROTO_VERSION;
-	req.u.hello.flags = monitor ? 1 : 0;
-	req.u.hello.pid = (uint32_t)getpid();
-	ret = exchange(sock, &req, &rep, NULL, 0, fds, &nfds);
-	if (ret)
-		return ret;
-	if (nfds != 1)
-		return -EPROTO;
-	*info = rep.u.hello;
-	if (arena_fd)
-		*arena_fd = fds[0];
-	else
-		close(fds[0]);
-	return 0;
-}
-
 int sr_ctx_reg_fd(struct sr_context *ctx, int fd, uint32_t kind, uint32_t *fd_id)
 {
 	struct sr_req req;

@@ -52,12 +52,20 @@ static void sr_device_fill(const struct sr_dev_info *info)
 	sr_dev_valid = true;
 }
 
+/*
+ * No reachable daemon means no device (an empty list, as on a host without
+ * an HCA); a daemon that refuses us (another user's, or of another build)
+ * makes the request fail: NULL with errno EACCES (EPROTO), the failure
+ * ibv_get_device_list(3) allows for (its EPERM, permission denied), after
+ * one line on stderr that says why.
+ */
 #undef ibv_get_device_list
 struct ibv_device **ibv_get_device_list(int *num_devices)
 {
 	struct ibv_device **list;
 	struct sr_dev_info info;
-	int sock, n = 0;
+	char why[512];
+	int sock, n = 0, ret;
 
 	if (num_devices)
 		*num_devices = 0; /* perftest reads it even on failure */
@@ -69,13 +77,19 @@ struct ibv_device **ibv_get_device_list(int *num_devices)
 	}
 	sock = sr_daemon_connect(true, (const void *)ibv_get_device_list);
 	if (sock >= 0) {
-		if (!sr_hello(sock, true, &info, NULL)) {
+		ret = sr_daemon_hello(sock, true, &info, NULL, why, sizeof(why));
+		close(sock);
+		if (!ret) {
 			pthread_mutex_lock(&sr_dev_lock);
 			sr_device_fill(&info);
 			pthread_mutex_unlock(&sr_dev_lock);
 			list[n++] = &sr_the_device.dev;
+		} else if (why[0]) {
+			sr_err("%s", why);
+			free(list);
+			errno = -ret;
+			return NULL;
 		}
-		close(sock);
 	} else {
 		sr_warn("no softrdmad reachable: %s", strerror(-sock));
 	}
@@ -173,9 +187,12 @@ static void arena_put(void *base, size_t size)
 	pthread_mutex_unlock(&arena_mu);
 }
 
+/* Fails with EACCES (another user's daemon), EXDEV (another pid
+ * namespace's) or EPROTO (another build's), after one line on stderr. */
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
 	struct sr_context *ctx;
+	char why[512];
 	int arena_fd = -1, ret, efd;
 
 	if (!device || device != &sr_the_device.dev) {
@@ -198,14 +215,12 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		ret = ctx->sock;
 		goto err_free;
 	}
-	ret = sr_hello(ctx->sock, false, &ctx->dev, &arena_fd);
-	if (ret == -EXDEV)
-		sr_err("softrdmad runs in another pid namespace than this process (SOFTRDMA_SOCKET "
-		       "names a daemon outside it?); the shared memory's locks name processes by "
-		       "pid, so each pid namespace needs its own daemon: unset SOFTRDMA_SOCKET, or "
-		       "give it a name of this namespace's own");
-	if (ret)
+	ret = sr_daemon_hello(ctx->sock, false, &ctx->dev, &arena_fd, why, sizeof(why));
+	if (ret) {
+		if (why[0])
+			sr_err("%s", why);
 		goto err_sock;
+	}
 	ctx->arena = arena_get(arena_fd, ctx->dev.arena_size);
 	close(arena_fd);
 	if (ctx->arena == MAP_FAILED) {

@@ -148,7 +148,6 @@ int sr_ctx_request(struct sr_context *ctx, struct sr_req *req, struct sr_rep *re
 int sr_ctx_reg_fd(struct sr_context *ctx, int fd, uint32_t kind, uint32_t *fd_id);
 void sr_ctx_close_fd(struct sr_context *ctx, uint32_t fd_id);
 int sr_ctx_get_fd(struct sr_context *ctx, uint32_t fd_id);
-int sr_hello(int sock, bool monitor, struct sr_dev_info *info, int *arena_fd);
 
 /* ops.c */
 void sr_ctx_set_ops(struct sr_context *ctx);
