@@ -2,7 +2,7 @@
 # Debian 12 machine: they install what is missing, build, and run.
 BUILD ?= build
 JOBS ?= $(shell nproc)
-DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev
+DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev zlib1g-dev
 DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
