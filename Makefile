@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev zlib1g-dev
 DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace \
-	python3-scapy tshark
+	python3-scapy tshark ethtool
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo test test-sanitizers clean format

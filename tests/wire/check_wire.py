@@ -3,11 +3,14 @@
 
   check_wire.py scapy   LISTING PCAP   roce_gen's pcap, read by scapy
   check_wire.py tshark  LISTING PCAP   the same pcap, decoded by tshark
+  check_wire.py capture LISTING PCAP   real datagrams captured by tshark
+                                       (wire_send's listing, capture.sh)
 
 Three ICRCs are compared: ours (in the packets, and in the listing),
 scapy's (scapy.contrib.roce computes it for IPv4 only), and a third one
 computed here with zlib from the IP and UDP headers actually present in
-the file, masked per IBTA Annex A17.  For IPv6 the listing also carries the C
+the file, masked per IBTA Annex A17 (for the capture: the kernel's real
+headers, which is the point).  For IPv6 the listing also carries the C
 reference implementation's value (tests/wire/icrc_ref.c).
 """
 import struct
@@ -172,12 +175,58 @@ def check_tshark(listing, pcap):
           "%d malformed or in error" % (len(rows), len(bad.splitlines())))
 
 
+def check_capture(listing, pcap):
+    want = {int(r[0]): (int(r[1]), int(r[2], 16)) for r in listing}
+    seen = {}
+    by_scapy = 0
+    for p in rdpcap(pcap):
+        if UDP not in p or p[UDP].dport != 4791:
+            continue
+        frame = raw(p)
+        if BTH not in p:
+            fail("captured a datagram to port 4791 that scapy does not read as RoCEv2")
+            continue
+        psn = p[BTH].psn
+        if psn not in want:
+            fail("captured a datagram with unknown PSN 0x%06x" % psn)
+            continue
+        ipid, ours = want[psn]
+        what = "PSN 0x%06x" % psn
+        seen[psn] = seen.get(psn, 0) + 1
+        if wire_icrc(frame) != ours:
+            fail("%s: ICRC on the wire %08x, tool said %08x" % (what, wire_icrc(frame), ours))
+        third = icrc_from_frame(frame)
+        if third != ours:
+            fail("%s: zlib over the kernel's real headers %08x, our prediction %08x"
+                 % (what, third, ours))
+        if IP in p:
+            if p[IP].id != ipid:
+                fail("%s: IPv4 identification %d, predicted %d" % (what, p[IP].id, ipid))
+            if "DF" not in str(p[IP].flags) or p[IP].ihl != 5:
+                fail("%s: IPv4 flags %s ihl %d" % (what, p[IP].flags, p[IP].ihl))
+            s = scapy_icrc(p)
+            by_scapy += 1
+            if s != ours:
+                fail("%s: scapy's ICRC over the captured packet %08x, ours %08x"
+                     % (what, s, ours))
+    missing = sorted(set(want) - set(seen))
+    if missing:
+        fail("%d datagrams not captured (first PSN 0x%06x)" % (len(missing), missing[0]))
+    dup = [k for k, v in seen.items() if v != 1]
+    if dup:
+        fail("%d datagrams captured more than once" % len(dup))
+    ids = sorted({v[0] for v in want.values()})
+    print("capture: %d datagrams (%d IPv4, also checked by scapy), ICRC predicted from "
+          "the GIDs = zlib over the kernel's real headers; IPv4 identifications %s"
+          % (len(seen), by_scapy, ids if len(ids) < 6 else "%d..%d" % (ids[0], ids[-1])))
+
+
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("scapy", "tshark"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("scapy", "tshark", "capture"):
         print(__doc__)
         return 2
     listing = read_listing(sys.argv[2])
-    {"scapy": check_scapy, "tshark": check_tshark}[sys.argv[1]](
+    {"scapy": check_scapy, "tshark": check_tshark, "capture": check_capture}[sys.argv[1]](
         listing, sys.argv[3])
     if failures:
         print("%d failures" % failures)
