@@ -2,8 +2,9 @@
 # Debian 12 machine: they install what is missing, build, and run.
 BUILD ?= build
 JOBS ?= $(shell nproc)
-DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev
-DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace
+DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev zlib1g-dev
+DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace \
+	python3-scapy tshark ethtool
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo test test-sanitizers clean format
@@ -16,6 +17,8 @@ deps:
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | \
+	    $(SUDO) debconf-set-selections; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi

@@ -17,8 +17,8 @@
 #define IPV6_LEN       40
 #define UDP_LEN	       8
 #define BTH_LEN	       12
-#define BTH_MASKED     4  /* FECN, BECN, reserved: may change in flight */
-#define IPV4_ID_OFFSET 4  /* in the IPv4 header */
+#define BTH_MASKED     4	   /* FECN, BECN, reserved: may change in flight */
+#define IPV4_ID_OFFSET 4	   /* in the IPv4 header */
 #define CRC_POLY       0xedb88320u /* reflected 0x04C11DB7 */
 
 /*
@@ -38,30 +38,30 @@ static inline void put16(uint8_t *p, uint32_t v)
  * The masked IP and UDP headers for a UDP payload of udp_len bytes
  * (ICRC included), as the kernel would build them; returns their length.
  */
-static size_t pseudo_hdr(uint8_t *h, const uint8_t sgid[16], const uint8_t dgid[16],
-			 uint16_t sport, uint16_t dport, uint16_t ip_id, size_t udp_len)
+static size_t pseudo_hdr(uint8_t *h, const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport,
+			 uint16_t dport, uint16_t ip_id, size_t udp_len)
 {
 	uint8_t *p = h;
 
 	if (sr_gid_pair_is_v4(sgid, dgid)) {
-		p[0] = 0x45;		/* version 4, IHL 5 */
-		p[1] = 0xff;		/* TOS: masked */
+		p[0] = 0x45; /* version 4, IHL 5 */
+		p[1] = 0xff; /* TOS: masked */
 		put16(p + 2, (uint32_t)(IPV4_LEN + UDP_LEN + udp_len));
 		put16(p + 4, ip_id);
-		p[6] = 0x40;		/* DF, fragment offset 0 */
+		p[6] = 0x40; /* DF, fragment offset 0 */
 		p[7] = 0;
-		p[8] = 0xff;		/* TTL: masked */
-		p[9] = 17;		/* UDP */
-		p[10] = p[11] = 0xff;	/* header checksum: masked */
+		p[8] = 0xff;	      /* TTL: masked */
+		p[9] = 17;	      /* UDP */
+		p[10] = p[11] = 0xff; /* header checksum: masked */
 		memcpy(p + 12, sgid + 12, 4);
 		memcpy(p + 16, dgid + 12, 4);
 		p += IPV4_LEN;
 	} else {
-		p[0] = 0x6f;		/* version 6, traffic class and flow label masked */
+		p[0] = 0x6f; /* version 6, traffic class and flow label masked */
 		p[1] = p[2] = p[3] = 0xff;
 		put16(p + 4, (uint32_t)(UDP_LEN + udp_len));
-		p[6] = 17;		/* next header UDP */
-		p[7] = 0xff;		/* hop limit: masked */
+		p[6] = 17;   /* next header UDP */
+		p[7] = 0xff; /* hop limit: masked */
 		memcpy(p + 8, sgid, 16);
 		memcpy(p + 24, dgid, 16);
 		p += IPV6_LEN;
@@ -69,12 +69,12 @@ static size_t pseudo_hdr(uint8_t *h, const uint8_t sgid[16], const uint8_t dgid[
 	put16(p, sport);
 	put16(p + 2, dport);
 	put16(p + 4, (uint32_t)(UDP_LEN + udp_len));
-	p[6] = p[7] = 0xff;		/* UDP checksum: masked */
+	p[6] = p[7] = 0xff; /* UDP checksum: masked */
 	return (size_t)(p + UDP_LEN - h);
 }
 
-uint32_t sr_icrc_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport,
-		    uint16_t dport, uint16_t ip_id, const struct iovec *iov, int iovcnt)
+uint32_t sr_icrc_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
+		    uint16_t ip_id, const struct iovec *iov, int iovcnt)
 {
 	uint8_t h[IPV6_LEN + UDP_LEN + BTH_LEN];
 	size_t len = 0, n, got = 0, off = 0;
@@ -172,9 +172,8 @@ static uint32_t raw2(uint16_t v)
  * the 16 bits.  So the identification is the solution of 16 unknowns in 32
  * equations, found by elimination (an XOR basis keyed by leading bit).
  */
-int sr_icrc_ipv4_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport,
-		    uint16_t dport, const struct iovec *iov, int iovcnt,
-		    const uint8_t icrc[SR_ICRC_LEN])
+int sr_icrc_ipv4_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
+		    const struct iovec *iov, int iovcnt, const uint8_t icrc[SR_ICRC_LEN])
 {
 	uint32_t vec[32] = {0}, comb[32] = {0}, d, c = 0, shift;
 	size_t len = 0, after;

@@ -58,8 +58,8 @@ uint32_t sr_icrc(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport,
 		 const struct iovec *iov, int iovcnt);
 
 /* The same with an explicit IPv4 identification (segment k of a GSO send: k). */
-uint32_t sr_icrc_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport,
-		    uint16_t dport, uint16_t ip_id, const struct iovec *iov, int iovcnt);
+uint32_t sr_icrc_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
+		    uint16_t ip_id, const struct iovec *iov, int iovcnt);
 
 /* True when the 4 received ICRC bytes match, IPv4 identification 0. */
 bool sr_icrc_ok(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
@@ -71,9 +71,8 @@ bool sr_icrc_ok(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, 
  * is linear, so this costs one CRC pass plus a 16-unknown solve; a corrupt
  * packet passes with probability 2^-16 instead of 2^-32.
  */
-int sr_icrc_ipv4_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport,
-		    uint16_t dport, const struct iovec *iov, int iovcnt,
-		    const uint8_t icrc[SR_ICRC_LEN]);
+int sr_icrc_ipv4_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
+		    const struct iovec *iov, int iovcnt, const uint8_t icrc[SR_ICRC_LEN]);
 
 /* Wire order: least significant byte first (IBTA; rxe's cpu_to_le32 store). */
 static inline void sr_icrc_put(uint8_t out[SR_ICRC_LEN], uint32_t icrc)

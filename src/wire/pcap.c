@@ -34,8 +34,8 @@ struct pcap_rec_hdr {
 struct sr_pcap {
 	pthread_mutex_t lock;
 	int fd;
-	int err;     /* first write error (-errno), sticky; under lock */
-	off_t size;  /* file size after the last whole record; under lock */
+	int err;    /* first write error (-errno), sticky; under lock */
+	off_t size; /* file size after the last whole record; under lock */
 };
 
 /* Writes every byte of iov (consumed in place), IOV_MAX at a time. */
@@ -65,11 +65,11 @@ static int writev_all(int fd, struct iovec *iov, int cnt)
 int sr_pcap_open(struct sr_pcap **out, const char *path)
 {
 	struct pcap_file_hdr h = {
-		.magic = PCAP_MAGIC_NSEC,
-		.version_major = 2,
-		.version_minor = 4,
-		.snaplen = PCAP_SNAPLEN,
-		.linktype = LINKTYPE_ETHERNET,
+	    .magic = PCAP_MAGIC_NSEC,
+	    .version_major = 2,
+	    .version_minor = 4,
+	    .snaplen = PCAP_SNAPLEN,
+	    .linktype = LINKTYPE_ETHERNET,
 	};
 	struct iovec iov = {&h, sizeof(h)};
 	struct sr_pcap *pc;
