@@ -1839,6 +1839,58 @@ static void test_cq_channel(void)
 	env_close(&e);
 }
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+static void *kick_after_100ms(void *arg)
+{
+	usleep(100000);
+	pthread_kill(*(pthread_t *)arg, SIGUSR1);
+	return NULL;
+}
+
+/*
+ * A blocked ibv_get_cq_event returns -1 with EINTR when a signal handler
+ * without SA_RESTART runs, as rdma-core's read() of the channel fd does:
+ * programs end a timed wait with an alarm (qperf) and must get out of it.
+ */
+static void test_cq_channel_eintr(void)
+{
+	struct sigaction sa = {.sa_handler = on_usr1}, old;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq, *evcq = NULL;
+	struct ibv_qp *qp;
+	void *evctx = NULL;
+	pthread_t self = pthread_self(), kicker;
+	struct env e;
+
+	env_open(&e);
+	ch = ibv_create_comp_channel(e.ctx);
+	REQUIRE(ch);
+	cq = ibv_create_cq(e.ctx, 16, NULL, ch, 0);
+	REQUIRE(cq);
+	sigemptyset(&sa.sa_mask);
+	REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
+	REQUIRE(pthread_create(&kicker, NULL, kick_after_100ms, &self) == 0);
+	CHECK_NEG_ERRNO(ibv_get_cq_event(ch, &evcq, &evctx), EINTR);
+	pthread_join(kicker, NULL);
+	sigaction(SIGUSR1, &old, NULL);
+	/* the channel still works */
+	CHECK_RET(ibv_req_notify_cq(cq, 0), 0);
+	qp = flush_into(&e, cq, 1);
+	REQUIRE(qp);
+	CHECK_EQ(ibv_get_cq_event(ch, &evcq, &evctx), 0);
+	CHECK(evcq == cq);
+	ibv_ack_cq_events(cq, 1);
+	CHECK_EQ(cq_drain(cq), 1);
+	CHECK_RET(ibv_destroy_qp(qp), 0);
+	CHECK_RET(ibv_destroy_cq(cq), 0);
+	CHECK_RET(ibv_destroy_comp_channel(ch), 0);
+	env_close(&e);
+}
+
 /* -------------------------------------------------------------------- QP */
 
 static void test_qp_create(void)
@@ -3108,6 +3160,7 @@ static const struct sr_test_case tests[] = {
 	SR_TEST(cq_resize)
 	SR_TEST(cq_ex)
 	SR_TEST(cq_channel)
+	SR_TEST(cq_channel_eintr)
 	SR_TEST(qp_create)
 	SR_TEST(qp_create_invalid)
 	SR_TEST(qp_ex)
