@@ -764,6 +764,7 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	    .max_send_sge = SR_MAX_SGE,
 	    .max_recv_sge = SR_MAX_SGE,
 	    .max_inline_data = SR_MAX_INLINE,
+	    .grh_required = true, /* the port's link layer is Ethernet */
 	};
 	uint32_t mask = req->u.modify_qp.attr_mask;
 	enum ibv_qp_state next;

@@ -2514,6 +2514,66 @@ static void test_ah(void)
 	env_close(&e);
 }
 
+/*
+ * A RoCE port (link layer Ethernet) has no LIDs: every address is a GID, so
+ * an address vector without a GRH is refused with EINVAL, by ibv_create_ah
+ * (mlx5_create_ah, rxe; the kernel's rdma_check_ah_attr) and by
+ * ibv_modify_qp with IBV_QP_AV or IBV_QP_ALT_PATH (_ib_modify_qp calls
+ * rdma_fill_sgid_attr, hence rdma_check_ah_attr, for both).  Programs that
+ * take a GID index (ibv_*_pingpong -g, perftest -x) pass; without one they
+ * fail on a real RoCE device, and so here.
+ */
+static void test_ah_roce_needs_grh(void)
+{
+	static const enum ibv_qp_type types[] = {IBV_QPT_RC, IBV_QPT_UC};
+	struct ibv_port_attr port;
+	struct ibv_ah_attr aa;
+	struct ibv_qp_attr a;
+	struct env e;
+
+	env_open(&e);
+	REQUIRE(ibv_query_port(e.ctx, 1, &port) == 0);
+	CHECK_EQ(port.link_layer, IBV_LINK_LAYER_ETHERNET);
+	memset(&aa, 0, sizeof(aa));
+	aa.port_num = 1;
+	aa.dlid = port.lid;
+	CHECK_NULL_ERRNO(ibv_create_ah(e.pd, &aa), EINVAL);
+	aa.dlid = 1;
+	CHECK_NULL_ERRNO(ibv_create_ah(e.pd, &aa), EINVAL);
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		struct ibv_qp *qp = make_qp(&e, types[i]);
+		int req, opt;
+
+		printf("  %s\n", type_name(types[i]));
+		REQUIRE(qp);
+		CHECK_RET(drive(&e, qp, IBV_QPS_INIT), 0);
+		/* INIT -> RTR with an AV that names a LID, not a GID */
+		qp_rule(qp->qp_type, IBV_QPS_INIT, IBV_QPS_RTR, &req, &opt);
+		fill_attr(&e.gid, &a, IBV_QPS_INIT, IBV_QPS_RTR, qp->qp_num);
+		memset(&a.ah_attr, 0, sizeof(a.ah_attr));
+		a.ah_attr.port_num = 1;
+		a.ah_attr.dlid = 1;
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req), EINVAL);
+		CHECK_EQ(query_state(qp), IBV_QPS_INIT);
+		/* the same with a GRH passes */
+		fill_attr(&e.gid, &a, IBV_QPS_INIT, IBV_QPS_RTR, qp->qp_num);
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req), 0);
+		/* RTR -> RTS with an alternate path without a GRH */
+		qp_rule(qp->qp_type, IBV_QPS_RTR, IBV_QPS_RTS, &req, &opt);
+		fill_attr(&e.gid, &a, IBV_QPS_RTR, IBV_QPS_RTS, qp->qp_num);
+		memset(&a.alt_ah_attr, 0, sizeof(a.alt_ah_attr));
+		a.alt_ah_attr.port_num = 1;
+		a.alt_ah_attr.dlid = 1;
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req | IBV_QP_ALT_PATH), EINVAL);
+		CHECK_EQ(query_state(qp), IBV_QPS_RTR);
+		fill_attr(&e.gid, &a, IBV_QPS_RTR, IBV_QPS_RTS, qp->qp_num);
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req | IBV_QP_ALT_PATH), 0);
+		CHECK_RET(ibv_destroy_qp(qp), 0);
+	}
+	env_close(&e);
+}
+
 /* ------------------------------------------------------------- multicast */
 
 static void test_mcast(void)
@@ -3170,6 +3230,7 @@ static const struct sr_test_case tests[] = {
 	SR_TEST(qp_state_values)
 	SR_TEST(srq)
 	SR_TEST(ah)
+	SR_TEST(ah_roce_needs_grh)
 	SR_TEST(mcast)
 	SR_TEST(mcast_detach_nonmember)
 	SR_TEST(async_fd)
