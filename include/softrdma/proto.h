@@ -222,6 +222,7 @@ struct sr_rep {
 		} mr;
 		struct {
 			uint64_t iova, length;
+			uint64_t reg_seq; /* registration number of these pages */
 			uint32_t owner_pid;
 			uint32_t nsegs;
 			struct sr_mr_seg

@@ -338,6 +338,7 @@ static int do_mr_map(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 		return -ENOENT;
 	rep->u.mr_map.iova = o->u.mr.iova;
 	rep->u.mr_map.length = o->u.mr.length;
+	rep->u.mr_map.reg_seq = key_entry(d, o->handle)->reg_seq;
 	rep->u.mr_map.owner_pid = o->owner->pid;
 	rep->u.mr_map.nsegs = o->u.mr.nsegs;
 	for (uint32_t i = 0; i < o->u.mr.nsegs; i++) {
