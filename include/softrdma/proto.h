@@ -53,6 +53,7 @@ enum sr_op {
 	SR_OP_ATTACH_MCAST,
 	SR_OP_DETACH_MCAST,
 	SR_OP_STATUS,
+	SR_OP_REREG_MR, /* handle: the key; u.reg_mr, nsegs 0 keeps the pages */
 	SR_OP_MAX
 };
 

@@ -1370,12 +1370,17 @@ static void test_mr_rereg(void)
 	CHECK(all_bytes(s + 32, 16, 0x11));
 	memset(s, 0x5e, 256);
 
-	/* CHANGE_ACCESS: remote write becomes possible through the new rkey */
+	/* CHANGE_ACCESS: remote write becomes possible through the rkey.
+	 * decision: the MR keeps its lkey and rkey through every rereg (as rxe,
+	 * and mlx5 when it can; rdma-core lets them change), so holders of
+	 * the keys need not learn new ones */
 	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
 		 0);
 	CHECK(mr->addr == a);
 	CHECK_EQ(mr->length, 4096);
+	CHECK_EQ(mr->lkey, old_lkey);
+	CHECK_EQ(mr->rkey, old_lkey);
 	CHECK_EQ(loop_rdma(&l1, IBV_WR_RDMA_WRITE, (uintptr_t)s, 32, src->lkey, (uintptr_t)a + 100,
 			   mr->rkey),
 		 IBV_WC_SUCCESS);
@@ -1386,6 +1391,7 @@ static void test_mr_rereg(void)
 	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, b + 8, 1000, 0), 0);
 	CHECK(mr->addr == b + 8);
 	CHECK_EQ(mr->length, 1000);
+	CHECK_EQ(mr->lkey, old_lkey);
 	CHECK_EQ(loop_rdma(&l1, IBV_WR_RDMA_WRITE, (uintptr_t)s, 32, src->lkey, (uintptr_t)b + 500,
 			   mr->rkey),
 		 IBV_WC_SUCCESS);
@@ -1411,6 +1417,29 @@ static void test_mr_rereg(void)
 			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
 		 0);
 	CHECK(mr->pd == e.pd && mr->addr == a && mr->length == 8192);
+	CHECK_EQ(mr->lkey, old_lkey);
+	/* a command error (pages that cannot be registered) changes nothing:
+	 * ibv_rereg_mr(3) IBV_REREG_MR_ERR_CMD, and the MR still works */
+	{
+		char *gone =
+		    mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		REQUIRE(gone != MAP_FAILED);
+		munmap(gone, 8192);
+		errno = 0;
+		CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, gone, 8192, 0),
+			 IBV_REREG_MR_ERR_CMD);
+		CHECK_EQ(errno, EFAULT);
+		CHECK(mr->pd == e.pd && mr->addr == a && mr->length == 8192);
+		CHECK_EQ(mr->lkey, old_lkey);
+		memset(a + 8000, 0x7b, 16);
+		loop_close(&l1); /* in ERR since the cross-PD access above */
+		REQUIRE(loop_open(&e, e.pd, &l1));
+		CHECK_EQ(loop_rdma(&l1, IBV_WR_RDMA_WRITE, (uintptr_t)a + 8000, 16, mr->lkey,
+				   (uintptr_t)s + 64, src->rkey),
+			 IBV_WC_SUCCESS);
+		CHECK(all_bytes(s + 64, 16, 0x7b));
+	}
 	loop_close(&l1);
 	loop_close(&l2);
 	CHECK_RET(ibv_dereg_mr(mr), 0);
