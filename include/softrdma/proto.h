@@ -60,6 +60,7 @@ enum sr_op {
 	SR_OP_ATTACH_MCAST,
 	SR_OP_DETACH_MCAST,
 	SR_OP_STATUS,
+	SR_OP_REREG_MR, /* handle: the key; u.reg_mr, nsegs 0 keeps the pages */
 	SR_OP_MAX
 };
 
@@ -244,6 +245,7 @@ struct sr_rep {
 		} mr;
 		struct {
 			uint64_t iova, length;
+			uint64_t reg_seq; /* registration number of these pages */
 			uint32_t owner_pid;
 			uint32_t nsegs;
 			struct sr_mr_seg

@@ -260,6 +260,11 @@ static int sr_qp_values_check(const struct ibv_qp_attr *attr, uint32_t mask,
 		/* ... and agree with IBV_QP_PORT when both are given (SQD → SQD). */
 		if ((mask & M_PORT) && attr->ah_attr.port_num != attr->port_num)
 			return -EINVAL;
+		/* A RoCE address is a GID: no GRH, no destination (Linux
+		 * rdma_check_ah_attr, from _ib_modify_qp for the AV and the
+		 * alternate path alike). */
+		if (lim->grh_required && !attr->ah_attr.is_global)
+			return -EINVAL;
 	}
 	if ((mask & M_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > lim->max_mtu))
 		return -EINVAL;
@@ -290,6 +295,8 @@ static int sr_qp_values_check(const struct ibv_qp_attr *attr, uint32_t mask,
 		if (attr->alt_pkey_index >= lim->pkey_table_len)
 			return -EINVAL;
 		if (attr->alt_timeout > 31)
+			return -EINVAL;
+		if (lim->grh_required && !attr->alt_ah_attr.is_global)
 			return -EINVAL;
 	}
 	/* QKEY, SQ/RQ PSN (masked by the caller) and EN_SQD_ASYNC_NOTIFY: any value. */

@@ -11,6 +11,7 @@
 #ifndef SOFTRDMA_CORE_QP_STATE_H
 #define SOFTRDMA_CORE_QP_STATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
 
@@ -22,6 +23,7 @@ struct sr_qp_limits {		  /* device/port limits used for value checks */
 	uint8_t max_dest_rd_atom; /* max_dest_rd_atomic (responder) limit */
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge,
 	    max_inline_data; /* for IBV_QP_CAP */
+	bool grh_required;   /* RoCE port: every AV (primary, alternate) has a GRH */
 };
 
 /*

@@ -140,6 +140,22 @@ static void obj_unlink(struct sr_obj *o)
 	free(o);
 }
 
+/* Makes o the client's newest object (the first its teardown destroys). */
+static void obj_to_front(struct sr_obj *o)
+{
+	struct sr_client *c = o->owner;
+
+	if (c->objs == o)
+		return;
+	o->cprev->cnext = o->cnext;
+	if (o->cnext)
+		o->cnext->cprev = o->cprev;
+	o->cprev = NULL;
+	o->cnext = c->objs;
+	c->objs->cprev = o;
+	c->objs = o;
+}
+
 static int handle_new(struct sr_daemon *d, struct sr_obj *o)
 {
 	int64_t h = sr_idalloc_get(&d->ids[o->kind]);
@@ -259,17 +275,15 @@ static void pd_destroy(struct sr_daemon *d, struct sr_obj *o)
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
 	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING)
 
-static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
-		     struct sr_rep *rep)
+/* What a registration request must satisfy; `translation`: it names pages
+ * (REG_MR always, REREG_MR when the range changes). */
+static int mr_req_check(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			bool translation)
 {
 	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
-	struct sr_obj *pd = owned(d, c, SR_OBJ_PD, r->pd);
-	struct sr_key_entry e;
-	struct sr_obj *o;
 	uint64_t total = 0;
-	int ret;
 
-	if (!pd)
+	if (!owned(d, c, SR_OBJ_PD, r->pd))
 		return -EINVAL;
 	if (r->access & ~SR_ACCESS_ALL)
 		return -EINVAL;
@@ -277,6 +291,8 @@ static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 	if ((r->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(r->access & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
+	if (!translation)
+		return 0;
 	if (!r->length || r->length > SR_MAX_MR_SIZE || !r->nsegs || r->nsegs > SR_MR_MAX_SEGS)
 		return -EINVAL;
 	for (uint32_t i = 0; i < r->nsegs; i++) {
@@ -287,8 +303,53 @@ static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 			return -EINVAL;
 		total += r->segs[i].len;
 	}
-	if (total < r->length)
-		return -EINVAL;
+	return total < r->length ? -EINVAL : 0;
+}
+
+/* Publishes o's key entry from its record, under the entry's seqlock; a
+ * reg_seq other than the entry's makes peers map the pages again. */
+static void mr_publish(struct sr_daemon *d, struct sr_obj *o, uint32_t pd, uint64_t reg_seq)
+{
+	struct sr_key_entry e;
+
+	memset(&e, 0, sizeof(e));
+	e.key = o->handle;
+	e.kind = SR_KEY_MR;
+	e.pd = pd;
+	e.access = o->u.mr.access;
+	e.owner_pid = o->owner->pid;
+	e.iova = o->u.mr.iova;
+	e.length = o->u.mr.length;
+	e.addr = o->u.mr.addr;
+	e.reg_seq = reg_seq;
+	key_publish(key_entry(d, o->handle), &e);
+}
+
+static uint64_t reg_seq_new(struct sr_daemon *d)
+{
+	return atomic_fetch_add(&((struct sr_arena_hdr *)d->arena)->reg_seq, 1) + 1;
+}
+
+static void mr_set_translation(struct sr_obj *o, const struct sr_req *req)
+{
+	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
+
+	o->u.mr.addr = r->addr;
+	o->u.mr.length = r->length;
+	o->u.mr.nsegs = r->nsegs;
+	memcpy(o->u.mr.segs, r->segs, sizeof(r->segs[0]) * r->nsegs);
+}
+
+static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+		     struct sr_rep *rep)
+{
+	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
+	struct sr_obj *o;
+	int ret;
+
+	ret = mr_req_check(d, c, req, true);
+	if (ret)
+		return ret;
 	o = obj_new(c, SR_OBJ_MR);
 	if (!o)
 		return -ENOMEM;
@@ -297,25 +358,60 @@ static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 		obj_unlink(o);
 		return ret;
 	}
-	obj_hold(o, pd);
-	o->u.mr.addr = r->addr;
-	o->u.mr.length = r->length;
+	obj_hold(o, owned(d, c, SR_OBJ_PD, r->pd));
+	mr_set_translation(o, req);
 	o->u.mr.iova = r->iova;
 	o->u.mr.access = r->access;
-	o->u.mr.nsegs = r->nsegs;
-	memcpy(o->u.mr.segs, r->segs, sizeof(r->segs[0]) * r->nsegs);
+	mr_publish(d, o, r->pd, reg_seq_new(d));
+	rep->handle = o->handle;
+	rep->u.mr.lkey = rep->u.mr.rkey = o->handle;
+	return 0;
+}
 
-	memset(&e, 0, sizeof(e));
-	e.key = o->handle;
-	e.kind = SR_KEY_MR;
-	e.pd = r->pd;
-	e.access = r->access;
-	e.owner_pid = c->pid;
-	e.iova = r->iova;
-	e.length = r->length;
-	e.addr = r->addr;
-	e.reg_seq = atomic_fetch_add(&((struct sr_arena_hdr *)d->arena)->reg_seq, 1) + 1;
-	key_publish(key_entry(d, o->handle), &e);
+/*
+ * ibv_rereg_mr: the MR changes in place and keeps its keys, as rxe's MRs
+ * always do and mlx5's do when it can (UMR): a peer holding the rkey, or a
+ * program that kept the lkey, goes on using it.  The key entry is rewritten
+ * under its seqlock, which every cached resolution (the per-thread key
+ * caches of mrmap.c) revalidates against; a new range (nsegs > 0) also gets
+ * a new registration number, so peers map the new pages.  nsegs == 0 keeps
+ * the pages (PD or access change), and then addr and length must be the
+ * MR's.
+ */
+static int do_rereg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+		       struct sr_rep *rep)
+{
+	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
+	struct sr_obj *o = owned(d, c, SR_OBJ_MR, req->handle);
+	bool translation = r->nsegs != 0;
+	struct sr_obj *pd;
+	uint64_t reg_seq;
+	int ret;
+
+	if (!o)
+		return -EINVAL;
+	ret = mr_req_check(d, c, req, translation);
+	if (ret)
+		return ret;
+	if (!translation && (r->addr != o->u.mr.addr || r->length != o->u.mr.length))
+		return -EINVAL;
+	pd = owned(d, c, SR_OBJ_PD, r->pd);
+	if (o->deps[0] != pd) {
+		o->deps[0]->users--;
+		o->deps[0] = pd;
+		pd->users++;
+		/* teardown goes newest first: the MR must go before the PD it now
+		 * holds, which may be younger than the MR */
+		obj_to_front(o);
+	}
+	reg_seq = key_entry(d, o->handle)->reg_seq;
+	if (translation) {
+		mr_set_translation(o, req);
+		reg_seq = reg_seq_new(d);
+	}
+	o->u.mr.iova = r->iova;
+	o->u.mr.access = r->access;
+	mr_publish(d, o, r->pd, reg_seq);
 	rep->handle = o->handle;
 	rep->u.mr.lkey = rep->u.mr.rkey = o->handle;
 	return 0;
@@ -338,6 +434,7 @@ static int do_mr_map(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 		return -ENOENT;
 	rep->u.mr_map.iova = o->u.mr.iova;
 	rep->u.mr_map.length = o->u.mr.length;
+	rep->u.mr_map.reg_seq = key_entry(d, o->handle)->reg_seq;
 	rep->u.mr_map.owner_pid = o->owner->pid;
 	rep->u.mr_map.nsegs = o->u.mr.nsegs;
 	for (uint32_t i = 0; i < o->u.mr.nsegs; i++) {
@@ -790,6 +887,7 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	    .max_send_sge = SR_MAX_SGE,
 	    .max_recv_sge = SR_MAX_SGE,
 	    .max_inline_data = SR_MAX_INLINE,
+	    .grh_required = true, /* the port's link layer is Ethernet */
 	};
 	uint32_t mask = req->u.modify_qp.attr_mask;
 	enum ibv_qp_state next;
@@ -1142,6 +1240,9 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		break;
 	case SR_OP_MR_MAP:
 		ret = do_mr_map(d, c, req, &rep, out_fds, &nout);
+		break;
+	case SR_OP_REREG_MR:
+		ret = do_rereg_mr(d, c, req, &rep);
 		break;
 	case SR_OP_CREATE_CQ:
 		ret = do_create_cq(d, c, req, &rep);

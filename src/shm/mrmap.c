@@ -3,8 +3,8 @@
  * registered memory (see mrmap.h).  A cache slot per key index points to an
  * immutable record {key, reg_seq, base}; a registration number that no
  * longer matches the key table means the region was deregistered (and maybe
- * the index reused), so the record is replaced and the stale mapping is
- * unmapped.
+ * the index reused) or given new pages by ibv_rereg_mr (same key), so the
+ * record is replaced and the stale mapping retired (see mr_base).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,6 +24,7 @@ struct sr_mrmap {
 	char *base; /* address of the region's first byte (iova) here */
 	void *map;  /* what to munmap */
 	size_t map_len;
+	struct sr_mrmap *retired; /* the record this one replaced (see mr_base) */
 };
 
 static _Atomic(_Atomic(struct sr_mrmap *) *) sr_maps;
@@ -108,7 +109,9 @@ static struct sr_mrmap *map_region(struct sr_context *ctx, uint32_t key, uint64_
 	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, fds, &nfds);
 	if (ret)
 		return NULL;
-	if (nfds != (int)rep.u.mr_map.nsegs || !nfds)
+	/* ibv_rereg_mr keeps the key: pages other than those of the entry the
+	 * caller resolved (it changed meanwhile) must not be addressed by it */
+	if (nfds != (int)rep.u.mr_map.nsegs || !nfds || rep.u.mr_map.reg_seq != reg_seq)
 		goto out;
 	o = rep.u.mr_map.segs[0].fd_off & (ps - 1);
 	total = (o + rep.u.mr_map.length + ps - 1) & ~(ps - 1);
@@ -170,9 +173,21 @@ static char *mr_base(struct sr_context *ctx, const struct sr_key_entry *e)
 	if (m) {
 		atomic_store_explicit(&slots[idx], m, memory_order_release);
 		if (old) {
-			/* the old registration is gone: its pages may be unmapped */
-			munmap(old->map, old->map_len);
-			free(old);
+			/* The old registration is gone (deregistered, or given new
+			 * pages by ibv_rereg_mr, which keeps the key), but another
+			 * thread of ours may have resolved it just before and still
+			 * be copying through it.  So its pages are swapped for
+			 * anonymous memory, where such a late copy lands harmlessly
+			 * (the owner's memory is released now), and the record and
+			 * address range are freed one replacement later. */
+			mmap(old->map, old->map_len, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+			if (old->retired) {
+				munmap(old->retired->map, old->retired->map_len);
+				free(old->retired);
+				old->retired = NULL;
+			}
+			m->retired = old;
 		}
 	}
 	pthread_mutex_unlock(&sr_mrmap_lock);
@@ -228,6 +243,11 @@ static enum sr_key_result check(const struct sr_key_entry *e, const struct sr_ke
 			return SR_KEY_INVALID;
 		if (e->kind == SR_KEY_MW2 && e->mw_qpn != qpn)
 			return SR_KEY_PD; /* C10-72: a type-2 window serves only its QP */
+		/* the window lay inside its MR when bound, but ibv_rereg_mr may
+		 * have moved or shrunk the MR since (it keeps the key) */
+		if (e->iova < mr->iova || e->length > mr->length ||
+		    e->iova - mr->iova > mr->length - e->length)
+			return SR_KEY_BOUNDS;
 	}
 	if (e->pd != pd)
 		return SR_KEY_PD;

@@ -21,7 +21,10 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 		return NULL;
 	}
 	ctx = to_sctx(pd->context);
-	if (attr->port_num != 1 || (attr->is_global && attr->grh.sgid_index >= ctx->dev.gid_cnt) ||
+	/* The port is RoCE (link layer Ethernet): a destination is a GID, so an
+	 * AH without a GRH names none.  EINVAL, as mlx5_create_ah and the
+	 * kernel's rdma_check_ah_attr (rxe) return. */
+	if (attr->port_num != 1 || !attr->is_global || attr->grh.sgid_index >= ctx->dev.gid_cnt ||
 	    attr->static_rate > IBV_RATE_400_GBPS) {
 		errno = EINVAL;
 		return NULL;

@@ -536,15 +536,52 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
+/* Describes [a, a+len) over mr's backings (already taken) as the segments
+ * of a REREG_MR request.  Called with sr_backing_lock held. */
+static int rereg_segs(struct sr_context *ctx, struct sr_mr *mr, uintptr_t a, uint64_t len,
+		      struct sr_req *req)
+{
+	uint64_t covered = 0;
+	unsigned n = 0;
+	int ret;
+
+	for (unsigned i = 0; i < mr->nbacking && covered < len; i++) {
+		struct sr_backing *b = mr->backing[i];
+		uint64_t seg = b->end - (a + covered);
+
+		if (seg > len - covered)
+			seg = len - covered;
+		if (n == SR_MR_MAX_SEGS)
+			return -ENOMEM; /* too fragmented by earlier registrations */
+		ret = backing_fd_id(b, ctx, &req->u.reg_mr.segs[n].fd_id);
+		if (ret)
+			return ret;
+		req->u.reg_mr.segs[n].fd_off = a + covered - b->start;
+		req->u.reg_mr.segs[n].len = seg;
+		n++;
+		covered += seg;
+	}
+	req->u.reg_mr.nsegs = n;
+	return 0;
+}
+
+/*
+ * The MR changes in place and keeps its lkey and rkey (the daemon's
+ * do_rereg_mr says why); a new range takes its pages as a registration
+ * does and gives the old ones back.  On failure nothing has changed: the MR
+ * is still the old one, usable and deregisterable.
+ */
 int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length,
 		 int access)
 {
-	struct sr_mr *old, nmr;
+	bool translation = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+	struct sr_mr *smr, nb;
 	struct ibv_pd *npd;
-	void *naddr;
+	uintptr_t a;
 	size_t nlen;
 	unsigned int nacc;
-	uint64_t iova;
+	struct sr_req req;
+	struct sr_rep rep;
 	int ret;
 
 	/* as rdma-core: input errors set errno to EINVAL, and access is only
@@ -554,15 +591,12 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, si
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
-	old = to_smr(mr);
+	smr = to_smr(mr);
 	npd = flags & IBV_REREG_MR_CHANGE_PD ? pd : mr->pd;
-	naddr = flags & IBV_REREG_MR_CHANGE_TRANSLATION ? addr : mr->addr;
-	nlen = flags & IBV_REREG_MR_CHANGE_TRANSLATION ? length : mr->length;
-	nacc = flags & IBV_REREG_MR_CHANGE_ACCESS ? (unsigned int)access : old->access;
-	/* the iova stays unless the translation changes (an MR of
-	 * ibv_reg_mr_iova2 must keep its addressing) */
-	iova = flags & IBV_REREG_MR_CHANGE_TRANSLATION ? (uintptr_t)naddr : old->iova;
-	if (!npd || npd->context != mr->context || !nlen || !naddr) {
+	a = translation ? (uintptr_t)addr : (uintptr_t)mr->addr;
+	nlen = translation ? length : mr->length;
+	nacc = flags & IBV_REREG_MR_CHANGE_ACCESS ? (unsigned int)access : smr->access;
+	if (!npd || npd->context != mr->context || !nlen || !a) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
@@ -571,20 +605,49 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, si
 		errno = -ret;
 		return IBV_REREG_MR_ERR_INPUT;
 	}
-	memset(&nmr, 0, sizeof(nmr));
-	ret = mr_register(npd, &nmr, naddr, nlen, iova, nacc);
+	if (nlen > SR_MAX_MR_SIZE || a + nlen < a) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	nacc &= SR_ACCESS_SUPPORTED | IBV_ACCESS_ZERO_BASED;
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_REREG_MR;
+	req.handle = mr->handle;
+	req.u.reg_mr.pd = to_spd(npd)->handle;
+	req.u.reg_mr.access = nacc;
+	req.u.reg_mr.addr = a;
+	req.u.reg_mr.length = nlen;
+	/* the iova stays unless the translation changes (an MR of
+	 * ibv_reg_mr_iova2 keeps its addressing) */
+	req.u.reg_mr.iova = nacc & IBV_ACCESS_ZERO_BASED ? 0 : translation ? a : smr->iova;
+	memset(&nb, 0, sizeof(nb));
+	pthread_mutex_lock(&sr_backing_lock);
+	if (translation) {
+		ret = mr_get_backings(&nb, a, nlen);
+		if (!ret)
+			ret = rereg_segs(to_sctx(mr->context), &nb, a, nlen, &req);
+	}
+	if (!ret)
+		ret = sr_ctx_request(to_sctx(mr->context), &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
+		mr_put_backings(&nb);
+		pthread_mutex_unlock(&sr_backing_lock);
 		errno = -ret;
 		return IBV_REREG_MR_ERR_CMD;
 	}
-	ret = mr_deregister(old);
-	if (ret) {
-		mr_deregister(&nmr);
-		errno = -ret;
-		return IBV_REREG_MR_ERR_CMD;
+	if (translation) {
+		mr_put_backings(smr);
+		smr->backing = nb.backing;
+		smr->nbacking = nb.nbacking;
 	}
-	/* the application keeps its ibv_mr pointer; the contents are the new registration */
-	*old = nmr;
+	pthread_mutex_unlock(&sr_backing_lock);
+	mr->pd = npd;
+	mr->addr = (void *)a;
+	mr->length = nlen;
+	mr->lkey = rep.u.mr.lkey;
+	mr->rkey = rep.u.mr.rkey;
+	smr->iova = req.u.reg_mr.iova;
+	smr->access = nacc;
 	return 0;
 }
 

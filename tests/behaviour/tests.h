@@ -18,6 +18,7 @@
 	X(srq_limit, 60)                                                                           \
 	X(srq_last_wqe, 60)                                                                        \
 	X(mr_overlap, 60)                                                                          \
+	X(mr_rereg, 60)                                                                            \
 	X(mw_type1, 60)                                                                            \
 	X(mw_type2, 60)                                                                            \
 	X(ud_mcast, 60)                                                                            \

@@ -21,7 +21,9 @@
 		exit(1);                                                                           \
 	} while (0)
 
-static void to_rts(struct ibv_qp *qp, uint32_t dest)
+/* The port is RoCE: the AV is a GID (GID 0, this host's own), as with
+ * ibv_rc_pingpong -g 0. */
+static void to_rts(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
 				.port_num = 1,
@@ -38,6 +40,9 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest)
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 1;
 	a.ah_attr.port_num = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.hop_limit = 1;
 	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
@@ -75,6 +80,7 @@ int main(int argc, char **argv)
 	int iters = argc > 1 ? atoi(argv[1]) : 10000, n;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	struct ibv_context *ctx;
+	union ibv_gid gid;
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_qp *a, *b;
@@ -100,8 +106,10 @@ int main(int argc, char **argv)
 	b = ibv_create_qp(pd, &ia);
 	if (!mr || !a || !b)
 		DIE("create");
-	to_rts(a, b->qp_num);
-	to_rts(b, a->qp_num);
+	if (ibv_query_gid(ctx, 1, 0, &gid))
+		DIE("query_gid");
+	to_rts(a, b->qp_num, &gid);
+	to_rts(b, a->qp_num, &gid);
 
 	for (int i = 0; i < iters; i++) {
 		struct ibv_sge s = {(uintptr_t)buf, 4096, mr->lkey};

@@ -563,6 +563,45 @@ static void test_values(void)
 	CHECK_CTX("%s", "");
 }
 
+/* On a RoCE port (grh_required) the AV and the alternate path need a GRH. */
+static int roce(enum ibv_qp_type t, enum ibv_qp_state cur, const struct ibv_qp_attr *a,
+		uint32_t mask)
+{
+	struct sr_qp_limits lim = test_lim;
+	enum ibv_qp_state next;
+
+	lim.grh_required = true;
+	return sr_qp_modify_check(t, cur, a, (int)mask, &lim, &next);
+}
+
+static void test_grh_required(void)
+{
+	const enum ibv_qp_type conn[] = {RC, UC};
+	struct ibv_qp_attr a;
+	enum ibv_qp_state next;
+	uint32_t req, opt;
+
+	for (int i = 0; i < 2; i++) {
+		CHECK_CTX("%s", type_name(conn[i]));
+		expect(conn[i], S_INIT, S_RTR, &req, &opt);
+		good_attr(&a, S_INIT, S_RTR);
+		CHECK_EQ(run(conn[i], S_INIT, &a, IBV_QP_STATE | req, &next), 0);
+		CHECK_EQ(roce(conn[i], S_INIT, &a, IBV_QP_STATE | req), -EINVAL);
+		a.ah_attr.is_global = 1;
+		CHECK_EQ(roce(conn[i], S_INIT, &a, IBV_QP_STATE | req), 0);
+		expect(conn[i], S_RTR, S_RTS, &req, &opt);
+		good_attr(&a, S_RTR, S_RTS);
+		CHECK_EQ(roce(conn[i], S_RTR, &a, IBV_QP_STATE | req), 0); /* no AV given */
+		CHECK_EQ(roce(conn[i], S_RTR, &a, IBV_QP_STATE | req | IBV_QP_ALT_PATH), -EINVAL);
+		a.alt_ah_attr.is_global = 1;
+		CHECK_EQ(roce(conn[i], S_RTR, &a, IBV_QP_STATE | req | IBV_QP_ALT_PATH), 0);
+	}
+	/* UD takes no AV in modify_qp (its AHs are checked by ibv_create_ah) */
+	expect(UD, S_INIT, S_RTR, &req, &opt);
+	good_attr(&a, S_INIT, S_RTR);
+	CHECK_EQ(roce(UD, S_INIT, &a, IBV_QP_STATE | req), 0);
+}
+
 static void test_states(void)
 {
 	struct ibv_qp_attr a;
@@ -719,6 +758,7 @@ int main(void)
 	test_known_legal_counts();
 	test_matrix();
 	test_values();
+	test_grh_required();
 	test_states();
 	test_xrc();
 	test_walk();

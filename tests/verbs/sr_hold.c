@@ -124,7 +124,7 @@ static void post_recvs(struct ibv_qp *qp, struct ibv_mr *mr, int n)
 int main(int argc, char **argv)
 {
 	static const size_t mr_sizes[] = {1, 4096, 100000, 1 << 20, 16 << 20};
-	enum { NPD = 3, NMR = sizeof(mr_sizes) / sizeof(mr_sizes[0]) + 2, NCQ = 3, NMW = 2 };
+	enum { NPD = 4, NMR = sizeof(mr_sizes) / sizeof(mr_sizes[0]) + 2, NCQ = 3, NMW = 2 };
 	struct ibv_context *ctx;
 	struct ibv_pd *pd[NPD];
 	struct ibv_mr *mr[NMR];
@@ -152,7 +152,7 @@ int main(int argc, char **argv)
 	}
 	if (ibv_query_gid(ctx, 1, 0, &gid))
 		die("ibv_query_gid");
-	for (int i = 0; i < NPD; i++)
+	for (int i = 0; i < NPD - 1; i++)
 		if (!(pd[i] = ibv_alloc_pd(ctx)))
 			die("ibv_alloc_pd");
 
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
 		if (!bufs[nmr])
 			die("malloc");
 		memset(bufs[nmr], (int)i, mr_sizes[i]);
-		mr[nmr] = ibv_reg_mr(pd[i % NPD], bufs[nmr], mr_sizes[i],
+		mr[nmr] = ibv_reg_mr(pd[i % (NPD - 1)], bufs[nmr], mr_sizes[i],
 				     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 					 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND);
 		if (!mr[nmr])
@@ -181,6 +181,13 @@ int main(int argc, char **argv)
 	if (!mr[nmr])
 		die("ibv_reg_mr (overlap)");
 	nmr++;
+	/* an MR moved to a PD younger than itself, onto other pages: the
+	 * daemon's newest-first teardown must still destroy it before that PD */
+	if (!(pd[NPD - 1] = ibv_alloc_pd(ctx)))
+		die("ibv_alloc_pd");
+	if (ibv_rereg_mr(mr[nmr - 2], IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_TRANSLATION,
+			 pd[NPD - 1], bufs[nmr - 2] + 8192, 8192, 0))
+		die("ibv_rereg_mr");
 
 	/* CQs, two of them on an armed completion channel */
 	ch = ibv_create_comp_channel(ctx);

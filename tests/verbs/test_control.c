@@ -1370,12 +1370,17 @@ static void test_mr_rereg(void)
 	CHECK(all_bytes(s + 32, 16, 0x11));
 	memset(s, 0x5e, 256);
 
-	/* CHANGE_ACCESS: remote write becomes possible through the new rkey */
+	/* CHANGE_ACCESS: remote write becomes possible through the rkey.
+	 * decision: the MR keeps its lkey and rkey through every rereg (as rxe,
+	 * and mlx5 when it can; rdma-core lets them change), so holders of
+	 * the keys need not learn new ones */
 	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
 		 0);
 	CHECK(mr->addr == a);
 	CHECK_EQ(mr->length, 4096);
+	CHECK_EQ(mr->lkey, old_lkey);
+	CHECK_EQ(mr->rkey, old_lkey);
 	CHECK_EQ(loop_rdma(&l1, IBV_WR_RDMA_WRITE, (uintptr_t)s, 32, src->lkey, (uintptr_t)a + 100,
 			   mr->rkey),
 		 IBV_WC_SUCCESS);
@@ -1386,6 +1391,7 @@ static void test_mr_rereg(void)
 	CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, b + 8, 1000, 0), 0);
 	CHECK(mr->addr == b + 8);
 	CHECK_EQ(mr->length, 1000);
+	CHECK_EQ(mr->lkey, old_lkey);
 	CHECK_EQ(loop_rdma(&l1, IBV_WR_RDMA_WRITE, (uintptr_t)s, 32, src->lkey, (uintptr_t)b + 500,
 			   mr->rkey),
 		 IBV_WC_SUCCESS);
@@ -1411,6 +1417,29 @@ static void test_mr_rereg(void)
 			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
 		 0);
 	CHECK(mr->pd == e.pd && mr->addr == a && mr->length == 8192);
+	CHECK_EQ(mr->lkey, old_lkey);
+	/* a command error (pages that cannot be registered) changes nothing:
+	 * ibv_rereg_mr(3) IBV_REREG_MR_ERR_CMD, and the MR still works */
+	{
+		char *gone =
+		    mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		REQUIRE(gone != MAP_FAILED);
+		munmap(gone, 8192);
+		errno = 0;
+		CHECK_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, gone, 8192, 0),
+			 IBV_REREG_MR_ERR_CMD);
+		CHECK_EQ(errno, EFAULT);
+		CHECK(mr->pd == e.pd && mr->addr == a && mr->length == 8192);
+		CHECK_EQ(mr->lkey, old_lkey);
+		memset(a + 8000, 0x7b, 16);
+		loop_close(&l1); /* in ERR since the cross-PD access above */
+		REQUIRE(loop_open(&e, e.pd, &l1));
+		CHECK_EQ(loop_rdma(&l1, IBV_WR_RDMA_WRITE, (uintptr_t)a + 8000, 16, mr->lkey,
+				   (uintptr_t)s + 64, src->rkey),
+			 IBV_WC_SUCCESS);
+		CHECK(all_bytes(s + 64, 16, 0x7b));
+	}
 	loop_close(&l1);
 	loop_close(&l2);
 	CHECK_RET(ibv_dereg_mr(mr), 0);
@@ -1833,6 +1862,58 @@ static void test_cq_channel(void)
 	CHECK_RET(ibv_destroy_comp_channel(ch2), 0);
 	CHECK_RET(ibv_close_device(ctx2), 0);
 
+	CHECK_RET(ibv_destroy_qp(qp), 0);
+	CHECK_RET(ibv_destroy_cq(cq), 0);
+	CHECK_RET(ibv_destroy_comp_channel(ch), 0);
+	env_close(&e);
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+static void *kick_after_100ms(void *arg)
+{
+	usleep(100000);
+	pthread_kill(*(pthread_t *)arg, SIGUSR1);
+	return NULL;
+}
+
+/*
+ * A blocked ibv_get_cq_event returns -1 with EINTR when a signal handler
+ * without SA_RESTART runs, as rdma-core's read() of the channel fd does:
+ * programs end a timed wait with an alarm (qperf) and must get out of it.
+ */
+static void test_cq_channel_eintr(void)
+{
+	struct sigaction sa = {.sa_handler = on_usr1}, old;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq, *evcq = NULL;
+	struct ibv_qp *qp;
+	void *evctx = NULL;
+	pthread_t self = pthread_self(), kicker;
+	struct env e;
+
+	env_open(&e);
+	ch = ibv_create_comp_channel(e.ctx);
+	REQUIRE(ch);
+	cq = ibv_create_cq(e.ctx, 16, NULL, ch, 0);
+	REQUIRE(cq);
+	sigemptyset(&sa.sa_mask);
+	REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
+	REQUIRE(pthread_create(&kicker, NULL, kick_after_100ms, &self) == 0);
+	CHECK_NEG_ERRNO(ibv_get_cq_event(ch, &evcq, &evctx), EINTR);
+	pthread_join(kicker, NULL);
+	sigaction(SIGUSR1, &old, NULL);
+	/* the channel still works */
+	CHECK_RET(ibv_req_notify_cq(cq, 0), 0);
+	qp = flush_into(&e, cq, 1);
+	REQUIRE(qp);
+	CHECK_EQ(ibv_get_cq_event(ch, &evcq, &evctx), 0);
+	CHECK(evcq == cq);
+	ibv_ack_cq_events(cq, 1);
+	CHECK_EQ(cq_drain(cq), 1);
 	CHECK_RET(ibv_destroy_qp(qp), 0);
 	CHECK_RET(ibv_destroy_cq(cq), 0);
 	CHECK_RET(ibv_destroy_comp_channel(ch), 0);
@@ -2459,6 +2540,66 @@ static void test_ah(void)
 	CHECK_RET(ibv_destroy_ah(ah), 0);
 	CHECK_NULL_ERRNO(ibv_create_ah_from_wc(e.pd, &wc, &grh, 2), EINVAL);
 	CHECK_NULL_ERRNO(ibv_create_ah_from_wc(e.pd, &wc, NULL, 1), EINVAL); /* GRH flag, no GRH */
+	env_close(&e);
+}
+
+/*
+ * A RoCE port (link layer Ethernet) has no LIDs: every address is a GID, so
+ * an address vector without a GRH is refused with EINVAL, by ibv_create_ah
+ * (mlx5_create_ah, rxe; the kernel's rdma_check_ah_attr) and by
+ * ibv_modify_qp with IBV_QP_AV or IBV_QP_ALT_PATH (_ib_modify_qp calls
+ * rdma_fill_sgid_attr, hence rdma_check_ah_attr, for both).  Programs that
+ * take a GID index (ibv_*_pingpong -g, perftest -x) pass; without one they
+ * fail on a real RoCE device, and so here.
+ */
+static void test_ah_roce_needs_grh(void)
+{
+	static const enum ibv_qp_type types[] = {IBV_QPT_RC, IBV_QPT_UC};
+	struct ibv_port_attr port;
+	struct ibv_ah_attr aa;
+	struct ibv_qp_attr a;
+	struct env e;
+
+	env_open(&e);
+	REQUIRE(ibv_query_port(e.ctx, 1, &port) == 0);
+	CHECK_EQ(port.link_layer, IBV_LINK_LAYER_ETHERNET);
+	memset(&aa, 0, sizeof(aa));
+	aa.port_num = 1;
+	aa.dlid = port.lid;
+	CHECK_NULL_ERRNO(ibv_create_ah(e.pd, &aa), EINVAL);
+	aa.dlid = 1;
+	CHECK_NULL_ERRNO(ibv_create_ah(e.pd, &aa), EINVAL);
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		struct ibv_qp *qp = make_qp(&e, types[i]);
+		int req, opt;
+
+		printf("  %s\n", type_name(types[i]));
+		REQUIRE(qp);
+		CHECK_RET(drive(&e, qp, IBV_QPS_INIT), 0);
+		/* INIT -> RTR with an AV that names a LID, not a GID */
+		qp_rule(qp->qp_type, IBV_QPS_INIT, IBV_QPS_RTR, &req, &opt);
+		fill_attr(&e.gid, &a, IBV_QPS_INIT, IBV_QPS_RTR, qp->qp_num);
+		memset(&a.ah_attr, 0, sizeof(a.ah_attr));
+		a.ah_attr.port_num = 1;
+		a.ah_attr.dlid = 1;
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req), EINVAL);
+		CHECK_EQ(query_state(qp), IBV_QPS_INIT);
+		/* the same with a GRH passes */
+		fill_attr(&e.gid, &a, IBV_QPS_INIT, IBV_QPS_RTR, qp->qp_num);
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req), 0);
+		/* RTR -> RTS with an alternate path without a GRH */
+		qp_rule(qp->qp_type, IBV_QPS_RTR, IBV_QPS_RTS, &req, &opt);
+		fill_attr(&e.gid, &a, IBV_QPS_RTR, IBV_QPS_RTS, qp->qp_num);
+		memset(&a.alt_ah_attr, 0, sizeof(a.alt_ah_attr));
+		a.alt_ah_attr.port_num = 1;
+		a.alt_ah_attr.dlid = 1;
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req | IBV_QP_ALT_PATH), EINVAL);
+		CHECK_EQ(query_state(qp), IBV_QPS_RTR);
+		fill_attr(&e.gid, &a, IBV_QPS_RTR, IBV_QPS_RTS, qp->qp_num);
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req | IBV_QP_ALT_PATH), 0);
+		CHECK_RET(ibv_destroy_qp(qp), 0);
+	}
 	env_close(&e);
 }
 
@@ -3108,6 +3249,7 @@ static const struct sr_test_case tests[] = {
 	SR_TEST(cq_resize)
 	SR_TEST(cq_ex)
 	SR_TEST(cq_channel)
+	SR_TEST(cq_channel_eintr)
 	SR_TEST(qp_create)
 	SR_TEST(qp_create_invalid)
 	SR_TEST(qp_ex)
@@ -3117,6 +3259,7 @@ static const struct sr_test_case tests[] = {
 	SR_TEST(qp_state_values)
 	SR_TEST(srq)
 	SR_TEST(ah)
+	SR_TEST(ah_roce_needs_grh)
 	SR_TEST(mcast)
 	SR_TEST(mcast_detach_nonmember)
 	SR_TEST(async_fd)
