@@ -9,7 +9,10 @@
 #                              default, or 9000), start their daemons; exits
 #                              77 (ctest SKIP_RETURN_CODE) if namespaces
 #                              cannot be made here (not root, no `ip netns`);
-#                              installs nn_cleanup as the EXIT trap
+#                              installs nn_cleanup as the EXIT trap;
+#                              NN_NO_DAEMON=1: namespaces only, no daemons
+#                              (bench/link.sh); NN_DAEMON_LOG=F: the daemons'
+#                              stderr goes to F.a and F.b
 #   on_a CMD... / on_b CMD...  run CMD in host a / b with the environment of
 #                              that host's daemon (LD_LIBRARY_PATH=build/lib,
 #                              SOFTRDMA_SOCKET, SOFTRDMA_NO_SPAWN=1)
@@ -84,6 +87,7 @@ nn_setup() {
 
 	NN_SOCK_A=softrdma-2h-$$-a
 	NN_SOCK_B=softrdma-2h-$$-b
+	[ -n "${NN_NO_DAEMON:-}" ] && return 0
 	nn_start_daemon a && nn_start_daemon b || return 1
 	for i in a b; do
 		nn_wait_daemon $i || { echo "nn_setup: softrdmad of host $i did not come up" >&2; return 1; }
