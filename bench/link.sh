@@ -13,6 +13,7 @@
 #   bw   gso, gso-nogro, plain  (link_probe bw; segments of a RoCE packet:
 #        4112 B = 4096 + BTH + ICRC at MTU 9000, 1040 B = 1024 + 16 at 1500)
 #   lat  busy, block, thread-spin, thread-event  (64 B ping-pong)
+#   sys  what one system call costs (link_probe sys), the floor under both
 # Writes DIR/raw.tsv (one line per measurement: round, mtu, kind, mode,
 # probe_ns, others, then link_probe's key=value line) and DIR/summary.txt
 # (min / median / max over the rounds of each figure).  Needs root (ip
@@ -113,6 +114,8 @@ for ROUND in $(seq "$ROUNDS"); do
 	[ $((ROUND % 2)) = 0 ] && order=$(echo "$MTUS" | tr ' ' '\n' | tac | tr '\n' ' ')
 	for m in $order; do
 		set_mtu "$m" || exit 1
+		probe
+		record sys cost "$("$LP" sys)"
 		if [ $((ROUND % 2)) = 1 ]; then
 			for x in gso gso-nogro plain; do bw $x; done
 			for x in busy block thread-spin thread-event; do lat $x; done
@@ -144,6 +147,10 @@ for (kind, mtu, mode), rs in sorted(rows.items()):
         f(float(k["loss_pct"]) for k, _, _ in ok),
         f(float(k.get("sent_udp_GBps", "nan")) for k, _, _ in ok),
         ",".join(p for _, p, _ in ok)))
+ok = [x for (kind, _, _), rs in rows.items() if kind == "sys" for x in rs]
+if ok:
+    print("\nsystem call, ns (min of batches): getppid %s, empty non-blocking recv %s" % (
+        f(float(k["getppid_ns"]) for k, _, _ in ok), f(float(k["recv_eagain_ns"]) for k, _, _ in ok)))
 print("\none-way latency, 64 B (half the round trip), microseconds")
 for (kind, mtu, mode), rs in sorted(rows.items()):
     if kind != "lat": continue

@@ -7,6 +7,8 @@
  *   link_probe bw tx  PEER [-m MODE] [-p PORT] [-s SEG] [-O OVH] [-t SECONDS] [-B BATCH]
  *   link_probe lat pong [-m MODE] [-a BIND] [-p PORT] [-R] [-w IDLE_S] [-c CPU] [-C CPU]
  *   link_probe lat ping PEER [-m MODE] [-p PORT] [-S SIZE] [-n ITERS] [-R] [-c CPU] [-C CPU]
+ *   link_probe sys     what a system call costs here (getppid, an empty
+ *                      non-blocking recv, clock_gettime for scale)
  *
  * bw (one direction, tx -> rx; every segment starts with a sequence number):
  *   -m gso        the sender hands up to 64 KB to one send() with UDP_SEGMENT
@@ -653,6 +655,47 @@ static int lat_ping(void)
 	return 0;
 }
 
+/* ----------------------------------------------------------------- sys */
+
+/* What one system call costs here (min over batches of 1000): the floor
+ * under every per-packet syscall above.  Some VMs (page-table isolation
+ * forced on, paravirtualised page tables) charge a microsecond for it. */
+static int sys_cost(void)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	double best[3] = {1e12, 1e12, 1e12};
+	char b[64];
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)))
+		die("socket");
+	for (int round = 0; round < 100; round++) {
+		int64_t t0 = now_ns();
+
+		for (int i = 0; i < 1000; i++)
+			getppid();
+		int64_t t1 = now_ns();
+
+		for (int i = 0; i < 1000; i++)
+			recv(fd, b, sizeof(b), MSG_DONTWAIT);
+		int64_t t2 = now_ns();
+
+		for (int i = 0; i < 1000; i++)
+			now_ns();
+		int64_t t3 = now_ns();
+
+		if ((t1 - t0) / 1000.0 < best[0])
+			best[0] = (t1 - t0) / 1000.0;
+		if ((t2 - t1) / 1000.0 < best[1])
+			best[1] = (t2 - t1) / 1000.0;
+		if ((t3 - t2) / 1000.0 < best[2])
+			best[2] = (t3 - t2) / 1000.0;
+	}
+	printf("sys getppid_ns=%.0f recv_eagain_ns=%.0f clock_gettime_ns=%.0f\n", best[0], best[1],
+	       best[2]);
+	return 0;
+}
+
 static int usage(void)
 {
 	fprintf(
@@ -676,6 +719,8 @@ int main(int argc, char **argv)
 	bool bw, server;
 	int o;
 
+	if (argc == 2 && !strcmp(argv[1], "sys"))
+		return sys_cost();
 	if (argc < 3)
 		return usage();
 	bw = !strcmp(argv[1], "bw");
