@@ -16,8 +16,10 @@
 #   sys  what one system call costs (link_probe sys), the floor under both
 # Writes DIR/raw.tsv (one line per measurement: round, mtu, kind, mode,
 # probe_ns, others, then link_probe's key=value line) and DIR/summary.txt
-# (min / median / max over the rounds of each figure).  Needs root (ip
-# netns).  DIR defaults to results/link-<time>.
+# (bench/link_summary.py: min / median / max over the rounds of each
+# figure, and the ratios between modes within each round; it also sums up
+# several runs: link_summary.py DIR1/raw.tsv DIR2/raw.tsv ...).  Needs root
+# (ip netns).  DIR defaults to results/link-<time>.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build
@@ -126,39 +128,5 @@ for ROUND in $(seq "$ROUNDS"); do
 	done
 done
 
-/usr/bin/python3 - "$RAW" <<'PY' | tee "$OUT/summary.txt"
-import sys, statistics as st
-rows = {}
-for l in open(sys.argv[1]):
-    r, mtu, kind, mode, probe, others, rest = l.rstrip("\n").split("\t", 6)
-    kv = dict(x.split("=", 1) for x in rest.split() if "=" in x)
-    rows.setdefault((kind, mtu, mode), []).append((kv, probe, others))
-def f(vals):
-    v = sorted(vals)
-    return "%s / %s / %s" % tuple(("%.3f" % x).rstrip("0").rstrip(".") for x in (v[0], st.median(v), v[-1]))
-print("min / median / max over rounds; probe = spin_probe one-way ns before each run")
-print("\nbandwidth (receiver's payload GB/s, UDP payload incl. 16 B/packet; loss %)")
-for (kind, mtu, mode), rs in sorted(rows.items()):
-    if kind != "bw": continue
-    ok = [x for x in rs if "udp_GBps" in x[0]]
-    if not ok: print(mtu, mode, "failed"); continue
-    print("mtu %-5s %-10s udp %-22s data %-22s loss %-20s sent %-22s probe %s" % (mtu, mode,
-        f(float(k["udp_GBps"]) for k, _, _ in ok), f(float(k["data_GBps"]) for k, _, _ in ok),
-        f(float(k["loss_pct"]) for k, _, _ in ok),
-        f(float(k.get("sent_udp_GBps", "nan")) for k, _, _ in ok),
-        ",".join(p for _, p, _ in ok)))
-ok = [x for (kind, _, _), rs in rows.items() if kind == "sys" for x in rs]
-if ok:
-    print("\nsystem call, ns (min of batches): getppid %s, empty non-blocking recv %s" % (
-        f(float(k["getppid_ns"]) for k, _, _ in ok), f(float(k["recv_eagain_ns"]) for k, _, _ in ok)))
-print("\none-way latency, 64 B (half the round trip), microseconds")
-for (kind, mtu, mode), rs in sorted(rows.items()):
-    if kind != "lat": continue
-    ok = [x for x in rs if "p50_ns" in x[0]]
-    if not ok: print(mtu, mode, "failed"); continue
-    print("mtu %-5s %-12s p50 %-22s p99 %-22s min %-22s lost %s probe %s" % (mtu, mode,
-        f(float(k["p50_ns"]) / 1e3 for k, _, _ in ok), f(float(k["p99_ns"]) / 1e3 for k, _, _ in ok),
-        f(float(k["min_ns"]) / 1e3 for k, _, _ in ok), sum(int(k["lost"]) for k, _, _ in ok),
-        ",".join(p for _, p, _ in ok)))
-PY
+/usr/bin/python3 "$ROOT/bench/link_summary.py" "$RAW" | tee "$OUT/summary.txt"
 echo "raw: $RAW"

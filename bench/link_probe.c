@@ -3,9 +3,9 @@
  * joined by a veth pair), measured with plain UDP sockets, for the RoCEv2
  * engine to be compared against.  One process per host:
  *
- *   link_probe bw rx  [-m MODE] [-a BIND] [-p PORT] [-s SEG] [-O OVH] [-b RCVBUF] [-w IDLE_S]
- *   link_probe bw tx  PEER [-m MODE] [-p PORT] [-s SEG] [-O OVH] [-t SECONDS] [-B BATCH]
- *   link_probe lat pong [-m MODE] [-a BIND] [-p PORT] [-R] [-w IDLE_S] [-c CPU] [-C CPU]
+ *   link_probe bw rx  [-m MODE] [-a BIND] [-p PORT] [-s SEG] [-O OVH] [-b RCVBUF] [-w IDLE_S] [-c
+ * CPU] link_probe bw tx  PEER [-m MODE] [-p PORT] [-s SEG] [-O OVH] [-t SECONDS] [-B BATCH] [-c
+ * CPU] link_probe lat pong [-m MODE] [-a BIND] [-p PORT] [-R] [-w IDLE_S] [-c CPU] [-C CPU]
  *   link_probe lat ping PEER [-m MODE] [-p PORT] [-S SIZE] [-n ITERS] [-R] [-c CPU] [-C CPU]
  *   link_probe sys     what a system call costs here (getppid, an empty
  *                      non-blocking recv, clock_gettime for scale)
@@ -35,7 +35,8 @@
  *   -m thread-event  the same, but the main thread blocks on an eventfd the
  *                    receiving thread writes after the handoff
  *   A round trip that gets no answer within 200 ms counts as lost.
- *   -c / -C pin the main / receiving thread (default: not pinned).
+ *   -c / -C pin the main / receiving thread (default: not pinned; -c also
+ *   pins bw's sender and receiver).
  *
  * Lines starting with '#' are progress ("# ready" once the receiving side
  * listens); the result is one line of key=value pairs on stdout.
@@ -214,6 +215,7 @@ static int bw_tx(void)
 	}
 	if (nseg > GSO_MAX_SEGS)
 		nseg = GSO_MAX_SEGS;
+	pin(opt.cpu_main);
 	buf = calloc(nseg, seg);
 	if (!buf)
 		die("calloc");
@@ -310,6 +312,7 @@ static int bw_rx(void)
 
 	if (!mm || !iov || !bufs || !ctl)
 		die("malloc");
+	pin(opt.cpu_main);
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &eff, &sl);
 	if (opt.mode == M_GSO && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)))
@@ -702,9 +705,9 @@ static int usage(void)
 	    stderr,
 	    "usage: link_probe bw rx [-m gso|gso-nogro|plain] [-a BIND] [-p PORT] [-s SEG] [-O "
 	    "OVH] "
-	    "[-b RCVBUF] [-w IDLE_S]\n"
+	    "[-b RCVBUF] [-w IDLE_S] [-c CPU]\n"
 	    "       link_probe bw tx PEER [-m gso|gso-nogro|plain] [-p PORT] [-s SEG] [-t SECONDS] "
-	    "[-B BATCH]\n"
+	    "[-B BATCH] [-c CPU]\n"
 	    "       link_probe lat pong [-m busy|block|thread-spin|thread-event] [-a BIND] [-p "
 	    "PORT] [-R] "
 	    "[-w IDLE_S] [-c CPU] [-C CPU]\n"

@@ -33,8 +33,9 @@
 #
 # Every process started here (daemons and nn_bg) carries a parent-death
 # signal (setpriv --pdeathsig TERM), so even a test killed with SIGKILL (a
-# ctest timeout) leaves no daemon behind; only the two namespace names would
-# stay (`ip netns list | grep sr2h-`).
+# ctest timeout) leaves no daemon behind; only the two namespace names stay
+# (`ip netns list | grep sr2h-`), until a later run with the same PID
+# removes them.
 
 NN_PIDS=()
 NN_A= NN_B= NN_DPID_A= NN_DPID_B=
@@ -59,6 +60,11 @@ nn_setup() {
 	NN_B=sr2h-$$-b
 	trap nn_cleanup EXIT
 	trap 'exit 130' INT TERM HUP
+	# a name with our PID can only be left over from a run killed before
+	# its cleanup (a ctest timeout) by an earlier process with this PID
+	for i in "$NN_A" "$NN_B"; do
+		[ -e "/run/netns/$i" ] && echo "nn_setup: removing stale namespace $i" && ip netns del "$i"
+	done
 	ip netns add "$NN_A" 2>/dev/null || { NN_A=; nn_skip "ip netns add is not permitted here"; }
 	ip netns add "$NN_B" || { NN_B=; echo "nn_setup: ip netns add $NN_B failed" >&2; return 1; }
 	for i in "$NN_A" "$NN_B"; do
