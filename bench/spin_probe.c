@@ -16,7 +16,9 @@
  * every benchmark row records this probe, run right before the row.
  * Nothing is pinned unless -c is given.
  */
+#ifndef _GNU_SOURCE /* the CMake build defines it for everything */
 #define _GNU_SOURCE
+#endif
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>

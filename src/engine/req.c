@@ -323,6 +323,9 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			complete_head(e, qp, IBV_WC_SUCCESS, w->total_len);
 		}
 		q->una = q->npsn;
+		/* the window only held us back: nothing will come to reopen it */
+		if (sent && q->spos != head)
+			sr_eng_req_run(e, qp, q);
 		return;
 	}
 	if (sent && !q->deadline)

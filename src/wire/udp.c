@@ -26,8 +26,12 @@ int sr_udp_socket(uint16_t port, uint16_t *bound)
 	/* the destination address of each datagram: the ICRC covers it */
 	setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	/* past rmem_max/wmem_max where we may (root, CAP_NET_ADMIN): a burst
+	 * of a whole window must not overflow the receiver */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
 		int err = -errno;

@@ -1,0 +1,195 @@
+# Two softrdma hosts on one machine, for tests (source this file).
+#
+# A host is a network namespace (docs/architecture.md, "Discovery"), so two
+# hosts are two namespaces joined by a veth pair, each with its own private
+# softrdmad.  Nothing outside the two namespaces is touched: the veth is
+# created straight inside them, and the addresses exist only there.
+#
+#   nn_setup BUILD_DIR [MTU]   create hosts a and b (MTU of the veth: 1500 by
+#                              default, or 9000), start their daemons; exits
+#                              77 (ctest SKIP_RETURN_CODE) if namespaces
+#                              cannot be made here (not root, no `ip netns`);
+#                              installs nn_cleanup as the EXIT trap;
+#                              NN_NO_DAEMON=1: namespaces only, no daemons
+#                              (bench/link.sh); NN_DAEMON_LOG=F: the daemons'
+#                              stderr goes to F.a and F.b
+#   on_a CMD... / on_b CMD...  run CMD in host a / b with the environment of
+#                              that host's daemon (LD_LIBRARY_PATH=build/lib,
+#                              SOFTRDMA_SOCKET, SOFTRDMA_NO_SPAWN=1)
+#   on_host a|b CMD...         the same, host named by argument
+#   addr_a / addr_b [-6]       the host's veth IPv4 address (-6: its IPv6 ULA)
+#   nn_gid_index a|b ADDR      index of the RoCE v2 GID of ADDR (IPv4 or
+#                              IPv6 as printed by ibv_devinfo) in soft0's table
+#   nn_bg a|b LOG CMD...       CMD in the background in a host, output to LOG;
+#                              sets NN_LAST_PID; stopped by nn_cleanup
+#   nn_wait_port a|b PORT      wait until a TCP port listens in that host
+#   nn_cleanup                 stop what was started (by PID), delete both
+#                              namespaces (also runs on EXIT, INT, TERM)
+#
+# Variables after nn_setup: NN_A, NN_B (namespace names, sr2h-<$$>-a/-b),
+# NN_IF (the veth's name, the same in both), NN_MTU, NN_N (third byte of
+# 10.99.N.0/30 and the third group of fd00:99:N::/64, from $$), NN_BUILD,
+# NN_SR (the softrdma CLI), NN_SOCK_A / NN_SOCK_B, NN_DPID_A / NN_DPID_B.
+#
+# Every process started here (daemons and nn_bg) carries a parent-death
+# signal (setpriv --pdeathsig TERM), so even a test killed with SIGKILL (a
+# ctest timeout) leaves no daemon behind; only the two namespace names stay
+# (`ip netns list | grep sr2h-`), until a later run with the same PID
+# removes them.
+
+NN_PIDS=()
+NN_A= NN_B= NN_DPID_A= NN_DPID_B=
+NN_IF=srveth
+
+nn_skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+
+nn_setup() {
+	local i
+	NN_BUILD=$(cd "$1" && pwd -P) || return 1
+	NN_MTU=${2:-1500}
+	NN_SR=$NN_BUILD/bin/softrdma
+	NN_N=$(($$ % 250 + 1))
+	[ "$(id -u)" = 0 ] || nn_skip "not root: cannot create network namespaces"
+	command -v ip >/dev/null || nn_skip "no ip(8) (iproute2)"
+	command -v setpriv >/dev/null || nn_skip "no setpriv(1) (util-linux)"
+
+	NN_A=sr2h-$$-a
+	NN_B=sr2h-$$-b
+	trap nn_cleanup EXIT
+	trap 'exit 130' INT TERM HUP
+	# a name with our PID can only be left over from a run killed before
+	# its cleanup (a ctest timeout) by an earlier process with this PID
+	for i in "$NN_A" "$NN_B"; do
+		[ -e "/run/netns/$i" ] && echo "nn_setup: removing stale namespace $i" && ip netns del "$i"
+	done
+	ip netns add "$NN_A" 2>/dev/null || { NN_A=; nn_skip "ip netns add is not permitted here"; }
+	ip netns add "$NN_B" || { NN_B=; echo "nn_setup: ip netns add $NN_B failed" >&2; return 1; }
+	for i in "$NN_A" "$NN_B"; do
+		# no duplicate address detection: the link-local addresses are
+		# usable at once, so the GID table is complete when the daemon
+		# starts (it reads the addresses once)
+		ip netns exec "$i" sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0 ||
+			return 1
+	done
+	ip link add "$NN_IF" mtu "$NN_MTU" netns "$NN_A" type veth peer name "$NN_IF" mtu "$NN_MTU" netns "$NN_B" ||
+		{ echo "nn_setup: cannot create the veth pair" >&2; return 1; }
+	ip -n "$NN_A" addr add "$(addr_a)/30" dev "$NN_IF" &&
+		ip -n "$NN_B" addr add "$(addr_b)/30" dev "$NN_IF" &&
+		ip -n "$NN_A" addr add "$(addr_a -6)/64" dev "$NN_IF" nodad &&
+		ip -n "$NN_B" addr add "$(addr_b -6)/64" dev "$NN_IF" nodad &&
+		ip -n "$NN_A" link set lo up && ip -n "$NN_B" link set lo up &&
+		ip -n "$NN_A" link set "$NN_IF" up && ip -n "$NN_B" link set "$NN_IF" up ||
+		{ echo "nn_setup: cannot configure the veth pair" >&2; return 1; }
+	# the kernel adds the fe80:: address when the link comes up; wait for
+	# it so that both daemons see every address
+	for i in $(seq 100); do
+		ip -n "$NN_A" -6 -o addr show dev "$NN_IF" scope link | grep -q fe80 &&
+			ip -n "$NN_B" -6 -o addr show dev "$NN_IF" scope link | grep -q fe80 && break
+		sleep 0.02
+	done
+
+	NN_SOCK_A=softrdma-2h-$$-a
+	NN_SOCK_B=softrdma-2h-$$-b
+	[ -n "${NN_NO_DAEMON:-}" ] && return 0
+	nn_start_daemon a && nn_start_daemon b || return 1
+	for i in a b; do
+		nn_wait_daemon $i || { echo "nn_setup: softrdmad of host $i did not come up" >&2; return 1; }
+	done
+}
+
+# ip netns exec execs the command (setpriv, then env, then the program), so
+# the PID of the background job is the program's, and its parent (for the
+# parent-death signal) is this shell.
+nn_start_daemon() {
+	local h=$1
+	nn_cmd "$h" || return 1
+	if [ -n "${NN_DAEMON_LOG:-}" ]; then
+		"${NN_CMD[@]}" "$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null 2>"$NN_DAEMON_LOG.$h" &
+	else
+		"${NN_CMD[@]}" "$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null &
+	fi
+	printf -v "NN_DPID_${h^^}" %s $!
+}
+
+nn_wait_daemon() {
+	for _ in $(seq 100); do
+		on_host "$1" "$NN_SR" status 2>/dev/null | grep -q '^device' && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# nn_cmd a|b: NN_CMD=(the command prefix that runs a program in that host)
+nn_cmd() {
+	local ns sock
+	case $1 in
+	a) ns=$NN_A sock=$NN_SOCK_A ;;
+	b) ns=$NN_B sock=$NN_SOCK_B ;;
+	*) echo "nn: no host '$1' (a or b)" >&2; return 2 ;;
+	esac
+	NN_CMD=(ip netns exec "$ns" setpriv --pdeathsig TERM env
+		LD_LIBRARY_PATH="$NN_BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		SOFTRDMA_SOCKET="$sock" SOFTRDMA_NO_SPAWN=1)
+}
+
+on_host() {
+	local h=$1
+	shift
+	nn_cmd "$h" || return 2
+	"${NN_CMD[@]}" "$@"
+}
+
+on_a() { on_host a "$@"; }
+on_b() { on_host b "$@"; }
+
+addr_a() { if [ "${1:-}" = -6 ]; then echo "fd00:99:$NN_N::1"; else echo "10.99.$NN_N.1"; fi; }
+addr_b() { if [ "${1:-}" = -6 ]; then echo "fd00:99:$NN_N::2"; else echo "10.99.$NN_N.2"; fi; }
+
+nn_gid_index() {
+	local h=$1 a=$2
+	case $a in *:*) ;; *) a=::ffff:$a ;; esac
+	on_host "$h" ibv_devinfo -v 2>/dev/null | awk -v want="$a, RoCE v2" '
+		{ l = $0; sub(/^[ \t]+/, "", l) }
+		l ~ /^GID\[/ {
+			sub(/^GID\[ */, "", l); n = l + 0
+			sub(/^[0-9]+\]:[ \t]*/, "", l)
+			if (l == want) { print n; f = 1; exit }
+		}
+		END { exit !f }'
+}
+
+nn_bg() {
+	local h=$1 log=$2
+	shift 2
+	nn_cmd "$h" || return 2
+	"${NN_CMD[@]}" "$@" >"$log" 2>&1 &
+	NN_LAST_PID=$!
+	NN_PIDS+=("$NN_LAST_PID")
+}
+
+nn_wait_port() {
+	for _ in $(seq 200); do
+		on_host "$1" ss -ltnH "sport = :$2" | grep -q . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+nn_cleanup() {
+	local p ns
+	for p in "${NN_PIDS[@]}" $NN_DPID_A $NN_DPID_B; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${NN_PIDS[@]}" $NN_DPID_A $NN_DPID_B; do
+		wait "$p" 2>/dev/null
+	done
+	NN_PIDS=()
+	NN_DPID_A= NN_DPID_B=
+	for ns in "$NN_A" "$NN_B"; do
+		[ -n "$ns" ] && ip netns del "$ns" 2>/dev/null
+	done
+	NN_A= NN_B=
+}
