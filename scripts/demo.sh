@@ -21,3 +21,41 @@ echo "-- server:"; cat /tmp/demo-srv.$$; rm -f /tmp/demo-srv.$$
 echo
 echo "== softrdma status"
 "$SR" status
+echo
+echo "== Two hosts: RoCEv2 between two network namespaces"
+if [ "$(id -u)" != 0 ] || ! command -v tshark >/dev/null; then
+	echo "(skipped: making network namespaces needs root, decoding needs tshark)"
+	exit 0
+fi
+# Host a and host b, joined by a veth at MTU 1500, one softrdmad each
+# (tests/lib_netns.sh); a capture on b's side of the veth while Debian's
+# ibv_rc_pingpong runs across, then tshark decodes what went over the wire.
+set +e
+trap - EXIT
+kill $DPID 2>/dev/null
+wait $DPID 2>/dev/null
+unset SOFTRDMA_SOCKET
+source "$(dirname "$0")/../tests/lib_netns.sh"
+nn_setup "$B" 1500
+cap=$(mktemp -d)
+trap 'nn_cleanup; rm -rf "$cap"' EXIT
+ga=$(nn_gid_index a "$(addr_a)")
+gb=$(nn_gid_index b "$(addr_b)")
+echo "host a: $(addr_a) (GID index $ga)   host b: $(addr_b) (GID index $gb)"
+nn_bg b "$cap/tshark.log" tshark -q -i "$NN_IF" -f "udp port 4791" -c 40 -w "$cap/roce.pcap"
+for _ in $(seq 100); do grep -q "Capturing on" "$cap/tshark.log" 2>/dev/null && break; sleep 0.05; done
+nn_bg a "$cap/server" ibv_rc_pingpong -g "$ga" -p 18778 -s 4096 -n 1000
+spid=$NN_LAST_PID
+nn_wait_port a 18778
+on_b ibv_rc_pingpong -g "$gb" -p 18778 -s 4096 -n 1000 "$(addr_a)"
+wait $spid
+echo "-- server:"; cat "$cap/server"
+sleep 0.5
+echo
+echo "-- the first packets on the wire, decoded by tshark (4 KiB messages at a 1024-byte path MTU: FIRST, MIDDLE, LAST, then the ACK)"
+tshark -r "$cap/roce.pcap" -c 12 -T fields -E header=y -e ip.src -e ip.dst -e udp.srcport \
+	-e infiniband.bth.opcode -e infiniband.bth.destqp -e infiniband.bth.psn -e infiniband.bth.a \
+	-e infiniband.aeth.syndrome -e infiniband.invariant.crc 2>/dev/null | column -t
+echo
+echo "-- host b's daemon:"
+on_b "$NN_SR" status | head -20
