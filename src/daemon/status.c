@@ -13,6 +13,7 @@
 
 #include "core/qp_state.h"
 #include "daemon/daemon.h"
+#include "engine/engine.h"
 
 struct sbuf {
 	char *p;
@@ -214,6 +215,12 @@ char *sr_status_text(struct sr_daemon *d, size_t *len)
 	    (unsigned long long)tot[SR_CNT_RDMA_READ], (unsigned long long)tot[SR_CNT_ATOMIC],
 	    (unsigned long long)tot[SR_CNT_RNR], (unsigned long long)tot[SR_CNT_REM_ACCESS_ERR],
 	    (unsigned long long)tot[SR_CNT_BYTES]);
+	{
+		char line[1024];
+
+		sr_engine_status(line, sizeof(line));
+		put(&b, "%s", line);
+	}
 	for (struct sr_client *c = d->clients; c; c = c->next) {
 		unsigned cnt[SR_OBJ_KINDS] = {0};
 

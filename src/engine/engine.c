@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -141,8 +142,8 @@ void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t 
 		sr_eng_flush_tx(e);
 	e->txsock[e->ntx] = sock;
 	sr_udp_build(&e->tx[e->ntx++], sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
-	e->pkts_tx++;
-	e->bytes_tx += paylen;
+	sr_eng_count(&e->cnt[SR_ENG_TX_PKTS], 1);
+	sr_eng_count(&e->cnt[SR_ENG_TX_BYTES], paylen);
 }
 
 /* ---- receive ---- */
@@ -183,7 +184,7 @@ static bool rx_dst_gid(struct msghdr *mh, uint8_t *dgid)
 
 static void drop(struct sr_engine *e, enum sr_drop why)
 {
-	e->drops[why]++;
+	sr_eng_count(&e->drops[why], 1);
 }
 
 /* Which transport an opcode belongs to must be the QP's (C9-xx). */
@@ -218,8 +219,8 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 		drop(e, SR_DROP_ICRC);
 		return;
 	}
-	e->pkts_rx++;
-	e->bytes_rx += p.paylen;
+	sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], 1);
+	sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], p.paylen);
 	qp = sr_exec_qp_lookup(e->ctx, p.bth.dqpn);
 	if (!qp) {
 		drop(e, SR_DROP_QPN);
@@ -435,6 +436,32 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
+static struct sr_engine *_Atomic engine_for_status;
+
+void sr_engine_status(char *buf, size_t len)
+{
+	static const char *const name[SR_ENG_CNT_MAX] = {
+	    "tx_pkts",	 "tx_bytes",	  "rx_pkts",	   "rx_bytes",	       "retransmits",
+	    "naks_sent", "naks_received", "rnr_naks_sent", "rnr_naks_received"};
+	struct sr_engine *e = engine_for_status;
+	size_t n = 0;
+
+	buf[0] = 0;
+	if (!e)
+		return;
+	n += (size_t)snprintf(buf + n, len - n, "  roce v2 (udp %d):", SR_ROCE_PORT);
+	for (int i = 0; i < SR_ENG_CNT_MAX && n < len; i++)
+		n += (size_t)snprintf(
+		    buf + n, len - n, " %s %llu", name[i],
+		    (unsigned long long)atomic_load_explicit(&e->cnt[i], memory_order_relaxed));
+	for (int i = 1; i < SR_DROP_MAX && n < len; i++)
+		n += (size_t)snprintf(
+		    buf + n, len - n, " drop_%s %llu", sr_drop_name[i],
+		    (unsigned long long)atomic_load_explicit(&e->drops[i], memory_order_relaxed));
+	if (n < len)
+		snprintf(buf + n, len - n, "\n");
+}
+
 static pthread_t engine_thread;
 static bool engine_running;
 static int engine_db_fd = -1;
@@ -517,6 +544,7 @@ static void *engine_start_thread(void *arg)
 		}
 	}
 	sr_info("engine: RoCEv2 on UDP port %d", SR_ROCE_PORT);
+	engine_for_status = e;
 	return engine_boot(e);
 }
 

@@ -22,7 +22,9 @@
 #define SR_ENGINE_ENGINE_H
 
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -43,6 +45,20 @@ struct sr_context;
 #define SR_ENG_RX_BATCH	    32	/* datagrams per recvmmsg */
 #define SR_ENG_RX_BUF	    (9216 + 64)
 #define SR_ENG_SOCKS	    8 /* source-port pool: a QP sends from socks[qpn % 8] */
+
+/* Port counters of the engine (`softrdma status`). */
+enum sr_eng_cnt {
+	SR_ENG_TX_PKTS,
+	SR_ENG_TX_BYTES,
+	SR_ENG_RX_PKTS,
+	SR_ENG_RX_BYTES,
+	SR_ENG_RETRANS,
+	SR_ENG_NAK_TX,
+	SR_ENG_NAK_RX,
+	SR_ENG_RNR_TX,
+	SR_ENG_RNR_RX,
+	SR_ENG_CNT_MAX
+};
 
 /* Per send WQE the requester has started: where its packets are. */
 struct sr_eng_swqe {
@@ -117,10 +133,17 @@ struct sr_engine {
 	unsigned ntx;
 	struct sr_udp_pkt tx[SR_ENG_TX_BATCH];
 	int txsock[SR_ENG_TX_BATCH];
-	/* counters (softrdma status) */
-	uint64_t pkts_tx, pkts_rx, bytes_tx, bytes_rx, retrans, naks_tx, naks_rx, rnr_tx, rnr_rx;
-	uint64_t drops[SR_DROP_MAX];
+	/* counters (softrdma status): written by the engine thread only,
+	 * read by the daemon's status (relaxed atomics, no locked instruction) */
+	_Atomic uint64_t cnt[SR_ENG_CNT_MAX];
+	_Atomic uint64_t drops[SR_DROP_MAX];
 };
+
+static inline void sr_eng_count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
 
 /* engine.c */
 struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp);
@@ -152,6 +175,8 @@ void sr_eng_resp_acks(struct sr_engine *e);
 /* The daemon's side: starts the engine thread (its context connected to
  * the daemon through `sock`), or returns -errno. */
 int sr_engine_start(int sock);
+/* Appends the engine's port counters to buf as one line (none: nothing). */
+void sr_engine_status(char *buf, size_t len);
 /* Stops it (at daemon exit). */
 void sr_engine_stop(void);
 

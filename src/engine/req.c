@@ -401,7 +401,7 @@ static void rewind_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 			q->rd_out++;
 	}
 	q->since_ack = 0;
-	e->retrans++;
+	sr_eng_count(&e->cnt[SR_ENG_RETRANS], 1);
 	sr_eng_activate(e, q);
 }
 
@@ -449,7 +449,7 @@ static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 	if (p->bth.psn != q->una)
 		acked_to(e, qp, q, before);
 	if (kind == SR_AETH_RNR_NAK) {
-		e->rnr_rx++;
+		sr_eng_count(&e->cnt[SR_ENG_RNR_RX], 1);
 		/* C9-152: rnr_retry 7 retries for ever */
 		if (qp->rnr_retry != 7 && q->rnr_left-- == 0) {
 			fail_head(e, qp, q, IBV_WC_RNR_RETRY_EXC_ERR);
@@ -461,7 +461,7 @@ static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		sr_eng_activate(e, q);
 		return;
 	}
-	e->naks_rx++;
+	sr_eng_count(&e->cnt[SR_ENG_NAK_RX], 1);
 	if (kind == SR_AETH_NAK && val == SR_NAK_PSN_SEQ) {
 		rewind_to(e, qp, q, p->bth.psn);
 		sr_eng_req_run(e, qp, q);
@@ -621,7 +621,7 @@ void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 
 	if (qp->type != IBV_QPT_RC || !q->req_init ||
 	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD && state != IBV_QPS_SQE)) {
-		e->drops[SR_DROP_STATE]++;
+		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
 	}
 	if (p->op->flags & SR_OPF_READ)

@@ -42,9 +42,9 @@ static void send_nak(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		     uint8_t syndrome)
 {
 	if ((syndrome & 0xe0) == SR_AETH_RNR_NAK)
-		e->rnr_tx++;
+		sr_eng_count(&e->cnt[SR_ENG_RNR_TX], 1);
 	else
-		e->naks_tx++;
+		sr_eng_count(&e->cnt[SR_ENG_NAK_TX], 1);
 	send_aeth(e, qp, q, SR_TR_RC | SR_IB_ACK, psn, syndrome, NULL, 0, NULL, 0, 0);
 }
 
@@ -261,7 +261,7 @@ static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 	}
 	if (first && !q->have_ticket) {
 		if (sr_resp_recv_take(e->ctx, qp, rc, &q->ticket))
-			return rc ? -EAGAIN : (e->drops[SR_DROP_NOBUF]++, 0);
+			return rc ? -EAGAIN : (sr_eng_count(&e->drops[SR_DROP_NOBUF], 1), 0);
 		q->have_ticket = true;
 	}
 	if (first)
@@ -314,7 +314,7 @@ static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	/* the immediate needs a receive WQE: find out before writing (RNR) */
 	if (last && (p->op->flags & SR_OPF_IMMDT) && !q->have_ticket) {
 		if (sr_resp_recv_take(e->ctx, qp, rc, &q->ticket))
-			return rc ? -EAGAIN : (e->drops[SR_DROP_NOBUF]++, 0);
+			return rc ? -EAGAIN : (sr_eng_count(&e->drops[SR_DROP_NOBUF], 1), 0);
 		q->have_ticket = true;
 	}
 	if (p->paylen) {
@@ -375,7 +375,7 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	(void)sgid;
 	(void)dgid;
 	if (!can_receive(atomic_load_explicit(&qp->state, memory_order_acquire))) {
-		e->drops[SR_DROP_STATE]++;
+		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
 	}
 	if (!q->resp_init) {
@@ -393,7 +393,7 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			send_nak(e, qp, q, q->epsn, SR_AETH_NAK | SR_NAK_PSN_SEQ);
 			q->nak_sent = true;
 		}
-		e->drops[SR_DROP_PSN]++;
+		sr_eng_count(&e->drops[SR_DROP_PSN], 1);
 		return;
 	}
 	if (!rc && d != 0) {
@@ -407,7 +407,7 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR);
 		} else {
 			q->epsn = sr_psn_add(p->bth.psn, 1);
-			e->drops[SR_DROP_OPCODE]++;
+			sr_eng_count(&e->drops[SR_DROP_OPCODE], 1);
 		}
 		return;
 	}
@@ -501,12 +501,12 @@ void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_p
 	uint8_t grh[40];
 
 	if (!can_receive(atomic_load_explicit(&qp->state, memory_order_acquire))) {
-		e->drops[SR_DROP_STATE]++;
+		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
 	}
 	/* C10-xx: the Q_Key must match (QP1's is the GSI key) */
 	if (p->qkey != qp->qkey) {
-		e->drops[SR_DROP_QKEY]++;
+		sr_eng_count(&e->drops[SR_DROP_QKEY], 1);
 		return;
 	}
 	build_grh(grh, sgid, dgid,
