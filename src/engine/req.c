@@ -98,21 +98,15 @@ static void flush_err(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 
 /* ---- building packets ---- */
 
-/* The payload bytes [off, off + len) of a SEND or WRITE as iovecs straight
- * into the registered memory (inline data: the WQE itself).  0, or the
- * completion error of a local key that does not allow it. */
-static enum ibv_wc_status gather(struct sr_engine *e, struct sr_qp_shm *qp,
-				 const struct sr_send_wqe *w, uint64_t off, uint32_t len,
-				 struct iovec *iov, unsigned *niov)
+/* The bytes [off, off + len) of a WQE's gather/scatter list as iovecs
+ * straight into the registered memory, each piece's key checked for
+ * `need` (0: a local read).  False if a key does not allow it. */
+static bool sge_pieces(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_send_wqe *w,
+		       uint64_t off, uint32_t len, uint32_t need, struct iovec *iov, unsigned *niov)
 {
 	const struct sr_sge_shm *sge = (const void *)(w + 1);
 	unsigned n = 0;
 
-	if (w->flags & SR_WQE_INLINE) {
-		iov[0] = (struct iovec){(char *)(w + 1) + off, len};
-		*niov = len ? 1 : 0;
-		return IBV_WC_SUCCESS;
-	}
 	for (unsigned i = 0; i < w->num_sge && len; i++) {
 		uint64_t k;
 		void *p = NULL;
@@ -122,15 +116,29 @@ static enum ibv_wc_status gather(struct sr_engine *e, struct sr_qp_shm *qp,
 			continue;
 		}
 		k = sge[i].length - off < len ? sge[i].length - off : len;
-		if (sr_key_resolve(e->ctx, e->arena, sge[i].lkey, sge[i].addr + off, k, 0, qp->pd,
-				   qp->qpn, false, &p))
-			return IBV_WC_LOC_PROT_ERR;
+		if (sr_key_resolve(e->ctx, e->arena, sge[i].lkey, sge[i].addr + off, k, need,
+				   qp->pd, qp->qpn, false, &p))
+			return false;
 		iov[n++] = (struct iovec){p, k};
 		len -= (uint32_t)k;
 		off = 0;
 	}
 	*niov = n;
-	return IBV_WC_SUCCESS;
+	return true;
+}
+
+/* The payload bytes [off, off + len) of a SEND or WRITE: in place in the
+ * registered memory, or the WQE itself for inline data. */
+static enum ibv_wc_status gather(struct sr_engine *e, struct sr_qp_shm *qp,
+				 const struct sr_send_wqe *w, uint64_t off, uint32_t len,
+				 struct iovec *iov, unsigned *niov)
+{
+	if (w->flags & SR_WQE_INLINE) {
+		iov[0] = (struct iovec){(char *)(w + 1) + off, len};
+		*niov = len ? 1 : 0;
+		return IBV_WC_SUCCESS;
+	}
+	return sge_pieces(e, qp, w, off, len, 0, iov, niov) ? IBV_WC_SUCCESS : IBV_WC_LOC_PROT_ERR;
 }
 
 static uint8_t data_opcode(const struct sr_qp_shm *qp, uint8_t wr_op, bool first, bool last)
@@ -530,8 +538,9 @@ static void on_read_resp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
 	struct sr_eng_swqe *sw;
 	struct sr_send_wqe *w = resp_head(e, qp, q, p->bth.psn, &sw);
-	const struct sr_sge_shm *sge;
-	uint32_t expect, off, len = p->paylen;
+	struct iovec iov[SR_MAX_SGE];
+	unsigned niov = 0;
+	uint32_t expect, len = p->paylen;
 	const char *src = (const char *)p->payload;
 
 	if (!w || w->opcode != IBV_WR_RDMA_READ)
@@ -556,26 +565,13 @@ static void on_read_resp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 		return;
 	}
 	/* scatter into the WQE's own buffers at resp_off */
-	sge = (const void *)(w + 1);
-	off = sw->resp_off;
-	for (unsigned i = 0; i < w->num_sge && len; i++) {
-		uint64_t k;
-		void *dst = NULL;
-
-		if (off >= sge[i].length) {
-			off -= sge[i].length;
-			continue;
-		}
-		k = sge[i].length - off < len ? sge[i].length - off : len;
-		if (sr_key_resolve(e->ctx, e->arena, sge[i].lkey, sge[i].addr + off, k,
-				   IBV_ACCESS_LOCAL_WRITE, qp->pd, qp->qpn, false, &dst)) {
-			read_done(e, qp, q, w, sw, IBV_WC_LOC_PROT_ERR, 0);
-			return;
-		}
-		memcpy(dst, src, k);
-		src += k;
-		len -= (uint32_t)k;
-		off = 0;
+	if (!sge_pieces(e, qp, w, sw->resp_off, len, IBV_ACCESS_LOCAL_WRITE, iov, &niov)) {
+		read_done(e, qp, q, w, sw, IBV_WC_LOC_PROT_ERR, 0);
+		return;
+	}
+	for (unsigned i = 0; i < niov; i++) {
+		memcpy(iov[i].iov_base, src, iov[i].iov_len);
+		src += iov[i].iov_len;
 	}
 	sw->resp_off += p->paylen;
 	if (p->op->flags & SR_OPF_LAST) {

@@ -11,6 +11,7 @@
 set -u
 here=$(dirname "$0")
 source "$here/../lib.sh"
+source "$here/../pair_check.sh"
 build=$1 kind=$2 prog=$3
 shift 3
 sr_setup "$build" || exit 1
@@ -35,24 +36,6 @@ src=$?
 echo "--- client (rc $crc)"; cat "$log/client"
 echo "--- server (rc $src)"; cat "$log/server"
 ok=1
-[ "$crc" = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
-[ "$src" = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
-for side in client server; do
-	case $kind in
-	pingpong)
-		grep -Eq '^[0-9]+ bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec' "$log/$side" &&
-			grep -Eq '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$log/$side" ||
-			{ echo "FAIL: $side printed no bandwidth lines"; ok=0; }
-		;;
-	perftest)
-		# the client always prints the table; bw servers print it too
-		if [ $side = client ] || [[ $prog == *_bw ]]; then
-			grep -q '#bytes' "$log/$side" &&
-				grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$log/$side" ||
-				{ echo "FAIL: $side printed no result table"; ok=0; }
-		fi
-		;;
-	esac
-done
+pair_check "$kind" "$prog" "$log" "$crc" "$src" || ok=0
 [ $ok = 1 ] && echo "PASS: $prog $*"
 [ $ok = 1 ]

@@ -13,6 +13,7 @@
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
+source "$here/../pair_check.sh"
 build=$1 mtu=$2 kind=$3 prog=$4
 shift 4
 nn_setup "$build" "$mtu" || exit 1
@@ -46,24 +47,7 @@ echo "--- client (rc $crc)"; cat "$log/client"
 echo "--- server (rc $src)"; cat "$log/server"
 echo "--- host b sent $((after - before)) UDP datagrams"
 ok=1
-[ "$crc" = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
-[ "$src" = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
+pair_check "$kind" "$prog" "$log" "$crc" "$src" || ok=0
 [ $((after - before)) -gt 0 ] || { echo "FAIL: nothing went over the wire"; ok=0; }
-for side in client server; do
-	case $kind in
-	pingpong)
-		grep -Eq '^[0-9]+ bytes in [0-9.]+ seconds = [0-9.]+ Mbit/sec' "$log/$side" &&
-			grep -Eq '^[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter' "$log/$side" ||
-			{ echo "FAIL: $side printed no bandwidth lines"; ok=0; }
-		;;
-	perftest)
-		if [ $side = client ] || [[ $prog == *_bw ]]; then
-			grep -q '#bytes' "$log/$side" &&
-				grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$log/$side" ||
-				{ echo "FAIL: $side printed no result table"; ok=0; }
-		fi
-		;;
-	esac
-done
 [ $ok = 1 ] && echo "PASS: $prog $* across two hosts, MTU $mtu"
 [ $ok = 1 ]
