@@ -29,7 +29,7 @@
 #define WLEN	  (8u << 20)
 #define N_OBJS	  4
 #define N_WRITES  100000 /* far more than the test needs: it stops the loop */
-#define MAX_TRIES 60
+#define MAX_TRIES 400
 
 struct reclaim_status {
 	unsigned long long epoch, waiting;
