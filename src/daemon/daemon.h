@@ -129,6 +129,19 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
 struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
 bool sr_daemon_tick(struct sr_daemon *d);
 
+/* client.c: one connection (main.c's poll loop and the fuzzer call these) */
+struct sr_client *sr_client_add(struct sr_daemon *d, int sock, pid_t pid);
+/* Reclaims everything the client holds, closes its socket, frees it. */
+void sr_client_drop(struct sr_daemon *d, struct sr_client *c);
+/* Receives one record from the client's socket and dispatches it. */
+int sr_client_serve(struct sr_daemon *d, struct sr_client *c);
+/* Dispatches one received record: n bytes of buf as sr_msg_recv returned
+ * them (<= 0: the socket closed or failed) with the nfds descriptors that
+ * came with it, which the call consumes.  Returns 0, or -1 when the client
+ * was dropped (c is freed). */
+int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, long n, int *fds,
+		     int nfds);
+
 /* status.c */
 char *sr_status_text(struct sr_daemon *d, size_t *len);
 

@@ -7,7 +7,6 @@
  * with no clients.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,7 +19,6 @@
 
 #include "core/daemon_link.h"
 #include "core/log.h"
-#include "core/msg.h"
 #include "daemon/daemon.h"
 
 static volatile sig_atomic_t sr_stop;
@@ -65,73 +63,18 @@ static int listen_socket(void)
 
 static void accept_client(struct sr_daemon *d)
 {
-	struct sr_client *c;
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
-	char path[64];
-	int fd, cfd;
+	pid_t pid = 0;
+	int fd;
 
 	fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(fd);
-		return;
-	}
-	c->sock = fd;
 	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen))
-		c->pid = cred.pid;
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)c->pid);
-	cfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (cfd >= 0) {
-		ssize_t n = read(cfd, c->comm, sizeof(c->comm) - 1);
-
-		if (n > 0 && c->comm[n - 1] == '\n')
-			c->comm[n - 1] = 0;
-		close(cfd);
-	}
-	c->next = d->clients;
-	d->clients = c;
-}
-
-static void drop_client(struct sr_daemon *d, struct sr_client *c)
-{
-	struct sr_client **pp;
-
-	sr_client_teardown(d, c);
-	for (pp = &d->clients; *pp; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
-	}
-	close(c->sock);
-	free(c);
-}
-
-static void serve_client(struct sr_daemon *d, struct sr_client *c)
-{
-	struct sr_req req;
-	int fds[SR_MSG_MAX_FDS];
-	int nfds = SR_MSG_MAX_FDS;
-	long n;
-
-	n = sr_msg_recv(c->sock, &req, sizeof(req), fds, &nfds);
-	if (n <= 0) {
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
-		drop_client(d, c);
-		return;
-	}
-	if ((size_t)n < offsetof(struct sr_req, u)) {
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
-		return;
-	}
-	if ((size_t)n < sizeof(req))
-		memset((char *)&req + n, 0, sizeof(req) - n);
-	sr_handle_request(d, c, &req, fds, nfds);
+		pid = cred.pid;
+	if (!sr_client_add(d, fd, pid))
+		close(fd);
 }
 
 static bool has_resource_clients(const struct sr_daemon *d)
@@ -224,7 +167,7 @@ int main(int argc, char **argv)
 			/* serve clients first: accept_client changes the list head */
 			for (size_t i = 1; i < n; i++)
 				if (pfd[i].revents)
-					serve_client(&d, who[i]);
+					sr_client_serve(&d, who[i]);
 			if (pfd[0].revents & POLLIN)
 				accept_client(&d);
 		}
@@ -243,7 +186,7 @@ int main(int argc, char **argv)
 		}
 	}
 	while (d.clients)
-		drop_client(&d, d.clients);
+		sr_client_drop(&d, d.clients);
 	close(d.listen_fd);
 	sr_objects_fini(&d);
 	sr_heap_fini(&d);
