@@ -1,0 +1,388 @@
+/*
+ * libFuzzer target: softrdmad's control socket, in process.  The daemon's
+ * state is built once as main.c builds it (device model, arena, registry);
+ * each input then plays a sequence of operations of four fake clients
+ * (fuzz_input.h): records of any bytes and length with descriptors of any
+ * kind and number, sent through sr_client_record() exactly as main.c's
+ * poll loop dispatches what recvmsg returned, clients that stop reading
+ * their replies, disconnect (reclaim) and reconnect, and the daemon's timer
+ * work.  At the end of every input all clients are gone, and the daemon
+ * must hold nothing: no descriptor more than before the input (counted in
+ * /proc/self/fd), no arena bytes, no allocated number, no multicast
+ * member.  ASan and UBSan report the rest.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/msg.h"
+#include "daemon/daemon.h"
+#include "fuzz_input.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+struct fz_client {
+	struct sr_client *c; /* NULL: not connected */
+	int peer;	     /* the client's end of the socket pair */
+	bool noread;	     /* stopped reading its replies */
+};
+
+static struct sr_daemon fz_d;
+static int fz_base_fds;
+static struct fz_client fz_cl[FZ_CLIENTS];
+static uint32_t fz_handles[FZ_HANDLES];
+static unsigned fz_nhandles;
+static int fz_pipe_ends[FZ_CLIENTS * 8 * SR_MSG_MAX_FDS]; /* the other ends */
+static unsigned fz_npipe_ends;
+static bool fz_trace; /* FUZZ_TRACE=1: print every record and reply */
+
+static int count_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!dir)
+		abort();
+	while ((e = readdir(dir)))
+		n += e->d_name[0] != '.';
+	closedir(dir);
+	return n - 1; /* the directory's own */
+}
+
+/* On a leak: what the descriptors are. */
+static void list_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	while (dir && (e = readdir(dir))) {
+		char path[300], link[256];
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0)
+			fprintf(stderr, "  fd %s -> %.*s\n", e->d_name, (int)n, link);
+	}
+	if (dir)
+		closedir(dir);
+}
+
+static pid_t client_pid(unsigned i)
+{
+	/* 0 and 1 are two contexts of one process (this one), 2 and 3 of a
+	 * process that no longer exists (above pid_max) */
+	return i < 2 ? getpid() : 0x3fffff00;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *e = getenv("SOFTRDMA_LOG");
+	int ret;
+
+	signal(SIGPIPE, SIG_IGN); /* as main.c */
+	sr_log_init("fuzz_daemon");
+	if (!e || !*e)
+		sr_log_level = SR_LOG_ERR;
+	sr_device_init(&fz_d.dev);
+	/* 256 MiB: large requests meet ENOMEM, as a full arena would */
+	ret = sr_heap_init(&fz_d, 256ull << 20);
+	if (!ret)
+		ret = sr_objects_init(&fz_d);
+	if (ret) {
+		fprintf(stderr, "fuzz_daemon: no daemon state: %s\n", strerror(-ret));
+		abort();
+	}
+	fz_d.dev.arena_size = fz_d.arena_size;
+	fz_d.dev.daemon_pid = getpid();
+	fz_d.listen_fd = -1;
+	e = getenv("FUZZ_TRACE");
+	fz_trace = e && *e == '1';
+	fz_base_fds = count_fds();
+	return 0;
+}
+
+/* Reads whatever replies wait on the client's end, keeping the handles.
+ * Returns the number of records read. */
+static unsigned drain(struct fz_client *fc)
+{
+	unsigned got = 0;
+
+	for (;;) {
+		union {
+			struct sr_rep rep;
+			char text[SR_STATUS_CHUNK];
+		} u;
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * SR_MSG_MAX_FDS)];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = {.iov_base = &u, .iov_len = sizeof(u)};
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = cbuf.buf,
+				    .msg_controllen = sizeof(cbuf.buf)};
+		ssize_t n = recvmsg(fc->peer, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+		if (n <= 0)
+			return got;
+		got++;
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			int cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int), fd;
+
+			for (int i = 0; i < cnt; i++) {
+				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+				close(fd);
+			}
+		}
+		if (fz_trace)
+			fprintf(stderr, "  reply %zd bytes: status %d handle %#x\n", n,
+				n == sizeof(u.rep) ? u.rep.status : 0,
+				n == sizeof(u.rep) ? u.rep.handle : 0);
+		if (n == sizeof(u.rep) && !u.rep.status && u.rep.handle)
+			fz_handles[fz_nhandles++ % FZ_HANDLES] = u.rep.handle;
+	}
+}
+
+static bool connect_client(unsigned i)
+{
+	struct fz_client *fc = &fz_cl[i];
+	int sv[2];
+
+	int small = 4096;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return false;
+	/* the smallest send buffer the kernel allows (a few replies): a client
+	 * that stops reading fills it within a short input */
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	fc->c = sr_client_add(&fz_d, sv[0], client_pid(i));
+	if (!fc->c) {
+		close(sv[0]);
+		close(sv[1]);
+		return false;
+	}
+	fc->peer = sv[1];
+	fc->noread = false;
+	return true;
+}
+
+/* The daemon saw the socket close (or dropped the client itself). */
+static void gone(struct fz_client *fc)
+{
+	close(fc->peer);
+	fc->c = NULL;
+}
+
+static void disconnect(struct fz_client *fc)
+{
+	if (!fc->c)
+		return;
+	/* as main.c: recvmsg returned 0 */
+	if (sr_client_record(&fz_d, fc->c, NULL, 0, NULL, 0) < 0)
+		gone(fc);
+}
+
+static int make_fd(unsigned kind)
+{
+	int fd = -1, p[2];
+
+	switch (kind) {
+	case FZ_FD_MEMFD:
+	case FZ_FD_MEMFD_EMPTY:
+	case FZ_FD_MEMFD_HUGE:
+		fd = memfd_create("fuzz", MFD_CLOEXEC);
+		if (fd >= 0 && kind != FZ_FD_MEMFD_EMPTY &&
+		    ftruncate(fd, kind == FZ_FD_MEMFD ? 4096 : 1ll << 40)) {
+			close(fd);
+			fd = -1;
+		}
+		break;
+	case FZ_FD_PIPE_R:
+	case FZ_FD_PIPE_W:
+		if (fz_npipe_ends == sizeof(fz_pipe_ends) / sizeof(fz_pipe_ends[0]) ||
+		    pipe2(p, O_CLOEXEC))
+			break;
+		/* the other end stays open until the input ends: a write end
+		 * fills up and blocks, as when a client never reads */
+		fd = p[kind == FZ_FD_PIPE_R ? 0 : 1];
+		fz_pipe_ends[fz_npipe_ends++] = p[kind == FZ_FD_PIPE_R ? 1 : 0];
+		break;
+	case FZ_FD_DEVNULL:
+		fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+		break;
+	case FZ_FD_EVENTFD:
+	case FZ_FD_EVENTFD_FULL:
+		fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+		if (fd >= 0 && kind == FZ_FD_EVENTFD_FULL) {
+			uint64_t v = UINT64_MAX - 1;
+
+			if (write(fd, &v, sizeof(v)) != sizeof(v)) {
+				close(fd);
+				fd = -1;
+			}
+		}
+		break;
+	}
+	return fd;
+}
+
+/* Parses and plays one send operation; returns the bytes it used, or 0
+ * at the end of the input. */
+static size_t play_send(unsigned i, bool noread, const uint8_t *p, size_t left)
+{
+	struct fz_client *fc = &fz_cl[i];
+	uint8_t rec[1024 + 4];
+	int fds[SR_MSG_MAX_FDS];
+	unsigned nfds, kinds, len, npatch;
+	size_t used;
+	long n;
+
+	if (left < 6)
+		return 0;
+	nfds = fz_nfds[p[0] & 7];
+	kinds = p[1] | p[2] << 8;
+	len = (p[3] | p[4] << 8) & 1023;
+	npatch = p[5] & 7;
+	used = 6 + 2 * npatch;
+	if (left < used + len)
+		return 0;
+	memset(rec, 0, sizeof(rec));
+	memcpy(rec, p + used, len);
+	for (unsigned k = 0; k < npatch; k++) {
+		unsigned off = p[6 + 2 * k] * 4u, src = p[7 + 2 * k] % FZ_SRC_MAX;
+		uint32_t v = src == FZ_SRC_PID ? (uint32_t)client_pid(i) : fz_handles[src];
+
+		if (off + 4 <= len)
+			memcpy(rec + off, &v, 4);
+	}
+	used += len;
+
+	if (!fc->c && !connect_client(i))
+		return used;
+	for (unsigned k = 0; k < nfds; k++) {
+		fds[k] = make_fd((kinds >> (3 * (k % 5))) & 7);
+		if (fds[k] < 0) { /* out of descriptors: not the daemon's fault */
+			while (k--)
+				close(fds[k]);
+			return used;
+		}
+	}
+	/* as sr_msg_recv: a record longer than the buffer is MSG_TRUNC */
+	n = len > sizeof(struct sr_req) ? -EMSGSIZE : (long)len;
+	if (fz_trace)
+		fprintf(stderr, "client %u: op %u, %ld bytes, %u fds\n", i,
+			len >= 4 ? rec[0] | rec[1] << 8 : 0, n, nfds);
+	if (sr_client_record(&fz_d, fc->c, rec, n, fds, nfds) < 0) {
+		gone(fc);
+		return used;
+	}
+	fc->noread |= noread;
+	if (!fc->noread)
+		drain(fc);
+	return used;
+}
+
+static void check_empty(void)
+{
+	const struct sr_mcast_group *g = sr_arena_mcasttab(fz_d.arena);
+	uint64_t bytes = 0;
+	int n;
+
+	if (fz_d.clients) {
+		fprintf(stderr, "fuzz_daemon: a client survived its socket\n");
+		abort();
+	}
+	sr_heap_reap(&fz_d, false);
+	/* libFuzzer's own threads (the RSS monitor) open files for a moment:
+	 * a leak is a count that stays */
+	n = count_fds();
+	for (int k = 0; k < 5 && n != fz_base_fds; k++) {
+		usleep(10000);
+		n = count_fds();
+	}
+	if (n != fz_base_fds) {
+		fprintf(stderr, "fuzz_daemon: %d descriptors open after the input, %d before\n", n,
+			fz_base_fds);
+		list_fds();
+		abort();
+	}
+	if (sr_heap_used() || sr_heap_deferred(&bytes)) {
+		fprintf(stderr, "fuzz_daemon: %llu arena bytes still in use, %llu retired\n",
+			(unsigned long long)sr_heap_used(), (unsigned long long)bytes);
+		abort();
+	}
+	for (int k = 0; k < SR_OBJ_KINDS; k++) {
+		if (fz_d.by_handle[k] && fz_d.ids[k].in_use) {
+			fprintf(stderr, "fuzz_daemon: %u handles of kind %d still allocated\n",
+				fz_d.ids[k].in_use, k);
+			abort();
+		}
+	}
+	if (fz_d.qpn_ids.in_use || fz_d.srqn_ids.in_use || fz_d.key_ids.in_use) {
+		fprintf(stderr, "fuzz_daemon: %u QPNs, %u SRQNs, %u keys still allocated\n",
+			fz_d.qpn_ids.in_use, fz_d.srqn_ids.in_use, fz_d.key_ids.in_use);
+		abort();
+	}
+	for (unsigned k = 0; k < SR_MAX_MCAST_GRP; k++) {
+		if (g[k].nqp) {
+			fprintf(stderr, "fuzz_daemon: multicast group %u keeps %u members\n", k,
+				g[k].nqp);
+			abort();
+		}
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t pos = 0;
+
+	memset(fz_handles, 0, sizeof(fz_handles));
+	fz_nhandles = 0;
+	while (pos < size) {
+		unsigned i = data[pos] & 3, action = (data[pos] >> 2) % FZ_ACTIONS;
+		size_t used = 0;
+
+		pos++;
+		switch (action) {
+		case FZ_SEND:
+		case FZ_SEND_NOREAD:
+			used = play_send(i, action == FZ_SEND_NOREAD, data + pos, size - pos);
+			if (!used)
+				pos = size;
+			break;
+		case FZ_READ:
+			if (fz_cl[i].c) {
+				fz_cl[i].noread = false;
+				drain(&fz_cl[i]);
+			}
+			break;
+		case FZ_CLOSE:
+			disconnect(&fz_cl[i]);
+			break;
+		case FZ_TICK:
+			sr_daemon_tick(&fz_d);
+			sr_heap_reap(&fz_d, false);
+			sr_heap_sweep_slots(&fz_d);
+			break;
+		}
+		pos += used;
+	}
+	for (unsigned i = 0; i < FZ_CLIENTS; i++)
+		disconnect(&fz_cl[i]);
+	while (fz_npipe_ends)
+		close(fz_pipe_ends[--fz_npipe_ends]);
+	check_empty();
+	return 0;
+}
