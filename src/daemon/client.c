@@ -4,6 +4,14 @@
  * handlers, and dropping it, which reclaims everything it held.  main.c's
  * poll loop and the control-socket fuzzer (tests/fuzz) both go through
  * these functions, so the fuzzer drives exactly what a socket does.
+ *
+ * Replies never block the daemon: a client that sends requests and does not
+ * read the replies (a flood, a stopped process) would otherwise fill its
+ * socket and stop the daemon for every other client in sendmsg().  What the
+ * socket has no room for waits in the client's queue, with duplicates of
+ * the descriptors it carries, and the poll loop reads no more requests from
+ * that client until the queue is sent: backpressure, as a kernel socket
+ * gives, and one request's replies at most wait at a time.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/msg.h"
 #include "daemon/daemon.h"
 
@@ -40,10 +49,88 @@ struct sr_client *sr_client_add(struct sr_daemon *d, int sock, pid_t pid)
 	return c;
 }
 
+struct sr_reply {
+	struct sr_reply *next;
+	size_t len;
+	int nfds;
+	int fds[SR_MSG_MAX_FDS]; /* the daemon's duplicates, closed once sent */
+	char buf[];
+};
+
+static void reply_free(struct sr_reply *r)
+{
+	for (int i = 0; i < r->nfds; i++)
+		close(r->fds[i]);
+	free(r);
+}
+
+int sr_client_send(struct sr_client *c, const void *buf, size_t len, const int *fds, int nfds)
+{
+	struct sr_reply *r;
+	int ret;
+
+	if (c->broken)
+		return -EPIPE;
+	if (!c->out) {
+		ret = sr_msg_try_send(c->sock, buf, len, fds, nfds);
+		if (ret != -EAGAIN)
+			return ret; /* sent, or the socket failed: its hang-up drops the client */
+	}
+	/* the descriptors may be closed before the queue is sent (another
+	 * client's memfd), so the queue holds its own */
+	r = nfds <= SR_MSG_MAX_FDS ? malloc(sizeof(*r) + len) : NULL;
+	if (!r)
+		goto broken;
+	r->next = NULL;
+	r->len = len;
+	memcpy(r->buf, buf, len);
+	for (r->nfds = 0; r->nfds < nfds; r->nfds++) {
+		r->fds[r->nfds] = fcntl(fds[r->nfds], F_DUPFD_CLOEXEC, 0);
+		if (r->fds[r->nfds] < 0) {
+			reply_free(r);
+			goto broken;
+		}
+	}
+	if (!c->out)
+		c->out_tail = &c->out;
+	*c->out_tail = r;
+	c->out_tail = &r->next;
+	return 0;
+broken:
+	/* a lost reply would pair every later request with the wrong one */
+	sr_warn("client %u: no memory or descriptor to queue a reply: dropping it", c->id);
+	c->broken = true;
+	return -ENOMEM;
+}
+
+int sr_client_flush(struct sr_daemon *d, struct sr_client *c)
+{
+	while (c->out) {
+		struct sr_reply *r = c->out;
+		int ret = sr_msg_try_send(c->sock, r->buf, r->len, r->fds, r->nfds);
+
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret) {
+			sr_client_drop(d, c);
+			return -1;
+		}
+		c->out = r->next;
+		reply_free(r);
+	}
+	return 0;
+}
+
 void sr_client_drop(struct sr_daemon *d, struct sr_client *c)
 {
 	struct sr_client **pp;
 
+	while (c->out) {
+		struct sr_reply *r = c->out;
+
+		c->out = r->next;
+		reply_free(r);
+	}
 	sr_client_teardown(d, c);
 	for (pp = &d->clients; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
@@ -77,6 +164,10 @@ int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, 
 	if ((size_t)n < sizeof(req))
 		memset((char *)&req + n, 0, sizeof(req) - n);
 	sr_handle_request(d, c, &req, fds, nfds);
+	if (c->broken) {
+		sr_client_drop(d, c);
+		return -1;
+	}
 	return 0;
 }
 

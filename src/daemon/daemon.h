@@ -68,13 +68,19 @@ struct sr_obj {
 	} u;
 };
 
+struct sr_reply;
+
 struct sr_client {
 	int sock;
 	pid_t pid;
 	uint32_t id;
 	bool monitor;
+	bool broken; /* a reply was lost: dropped once its request is done */
 	char comm[32];
 	struct sr_obj *objs; /* newest first */
+	/* Replies its socket had no room for, oldest first (client.c).  While
+	 * there are any, the daemon reads no more of its requests. */
+	struct sr_reply *out, **out_tail;
 	struct sr_client *next;
 };
 
@@ -135,6 +141,12 @@ struct sr_client *sr_client_add(struct sr_daemon *d, int sock, pid_t pid);
 void sr_client_drop(struct sr_daemon *d, struct sr_client *c);
 /* Receives one record from the client's socket and dispatches it. */
 int sr_client_serve(struct sr_daemon *d, struct sr_client *c);
+/* Sends a reply record without ever blocking: what the socket has no room
+ * for waits in c->out.  0, or -errno (the client is then broken). */
+int sr_client_send(struct sr_client *c, const void *buf, size_t len, const int *fds, int nfds);
+/* Sends what waits in c->out, as far as the socket takes it.  Returns 0,
+ * or -1 when the client was dropped (its socket failed). */
+int sr_client_flush(struct sr_daemon *d, struct sr_client *c);
 /* Dispatches one received record: n bytes of buf as sr_msg_recv returned
  * them (<= 0: the socket closed or failed) with the nfds descriptors that
  * came with it, which the call consumes.  Returns 0, or -1 when the client

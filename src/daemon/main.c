@@ -157,7 +157,9 @@ int main(int argc, char **argv)
 		pfd[0] = (struct pollfd){.fd = d.listen_fd, .events = POLLIN};
 		n = 1;
 		for (struct sr_client *c = d.clients; c; c = c->next) {
-			pfd[n] = (struct pollfd){.fd = c->sock, .events = POLLIN};
+			/* replies waiting: no more requests until they are sent */
+			pfd[n] =
+			    (struct pollfd){.fd = c->sock, .events = c->out ? POLLOUT : POLLIN};
 			who[n++] = c;
 		}
 		ret = poll(pfd, n, waiting ? 1 : 100);
@@ -165,9 +167,16 @@ int main(int argc, char **argv)
 			break;
 		if (ret > 0) {
 			/* serve clients first: accept_client changes the list head */
-			for (size_t i = 1; i < n; i++)
-				if (pfd[i].revents)
+			for (size_t i = 1; i < n; i++) {
+				if (!pfd[i].revents)
+					continue;
+				if (!who[i]->out)
 					sr_client_serve(&d, who[i]);
+				else if (pfd[i].revents & (POLLHUP | POLLERR))
+					sr_client_drop(&d, who[i]);
+				else
+					sr_client_flush(&d, who[i]);
+			}
 			if (pfd[0].revents & POLLIN)
 				accept_client(&d);
 		}

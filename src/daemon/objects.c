@@ -995,11 +995,11 @@ static int send_status(struct sr_daemon *d, struct sr_client *c, struct sr_rep *
 		return -ENOMEM;
 	rep->status = 0;
 	rep->u.status.len = len;
-	ret = sr_msg_send(c->sock, rep, sizeof(*rep), NULL, 0);
+	ret = sr_client_send(c, rep, sizeof(*rep), NULL, 0);
 	for (size_t off = 0; !ret && off < len; off += SR_STATUS_CHUNK) {
 		size_t n = len - off < SR_STATUS_CHUNK ? len - off : SR_STATUS_CHUNK;
 
-		ret = sr_msg_send(c->sock, text + off, n, NULL, 0);
+		ret = sr_client_send(c, text + off, n, NULL, 0);
 	}
 	free(text);
 	return ret;
@@ -1123,7 +1123,7 @@ reply:
 	rep.status = ret;
 	if (ret)
 		nout = 0;
-	if (sr_msg_send(c->sock, &rep, sizeof(rep), out_fds, nout))
+	if (sr_client_send(c, &rep, sizeof(rep), out_fds, nout))
 		sr_dbg("client %u: reply lost", c->id);
 out:
 	for (int i = 0; i < nfds; i++)
