@@ -21,11 +21,14 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "core/msg.h"
+#include "core/shmlock.h"
 #include "daemon/daemon.h"
+#include "shm/qp_err.h"
 #include "fuzz_input.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -42,8 +45,9 @@ static int fz_base_fds;
 static struct fz_client fz_cl[FZ_CLIENTS];
 static uint32_t fz_handles[FZ_HANDLES];
 static unsigned fz_nhandles;
-static int fz_pipe_ends[FZ_CLIENTS * 8 * SR_MSG_MAX_FDS]; /* the other ends */
-static unsigned fz_npipe_ends;
+/* The other ends of pipes, and copies of memfds, sent in this input */
+static int fz_pipe_ends[256], fz_memfds[256];
+static unsigned fz_npipe_ends, fz_nmemfds;
 static bool fz_trace; /* FUZZ_TRACE=1: print every record and reply */
 
 static int count_fds(void)
@@ -217,12 +221,18 @@ static int make_fd(unsigned kind)
 	case FZ_FD_MEMFD:
 	case FZ_FD_MEMFD_EMPTY:
 	case FZ_FD_MEMFD_HUGE:
+		if (fz_nmemfds == sizeof(fz_memfds) / sizeof(fz_memfds[0]))
+			break;
 		fd = memfd_create("fuzz", MFD_CLOEXEC);
 		if (fd >= 0 && kind != FZ_FD_MEMFD_EMPTY &&
 		    ftruncate(fd, kind == FZ_FD_MEMFD ? 4096 : 1ll << 40)) {
 			close(fd);
 			fd = -1;
 		}
+		/* a copy, to see at the end that the daemon never wrote into
+		 * what is registered memory */
+		if (fd >= 0)
+			fz_memfds[fz_nmemfds++] = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 		break;
 	case FZ_FD_PIPE_R:
 	case FZ_FD_PIPE_W:
@@ -305,10 +315,64 @@ static size_t play_send(unsigned i, bool noread, const uint8_t *p, size_t left)
 		gone(fc);
 		return used;
 	}
+	/* a monitor (softrdma status) holds nothing: the idle exit and the
+	 * status listing do not count it */
+	if (fc->c->monitor && fc->c->objs) {
+		fprintf(stderr, "fuzz_daemon: monitor client %u holds objects\n", fc->c->id);
+		abort();
+	}
 	fc->noread |= noread;
 	if (!fc->noread)
 		read_replies(fc);
 	return used;
+}
+
+/*
+ * What a QP's owner does in the arena on the data path that the daemon's
+ * timer work then acts on: a SEND posted and stalled (RNR or no ACK) with
+ * its wait already over, as post_send leaves it; the send CQ armed, or
+ * full; an SQ flush owed (sr_sq_flush_later).  Written the way the library
+ * writes them, to reach the daemon's signalling of eventfds.
+ */
+static void play_datapath(uint8_t b)
+{
+	struct sr_obj *o = sr_obj_lookup(&fz_d, SR_OBJ_QP, fz_handles[b & FZ_DP_QP]);
+	struct sr_qp_shm *qp;
+	struct sr_cq_shm *cq;
+	uint32_t state, head;
+
+	if (!o)
+		return;
+	qp = sr_arena_at(fz_d.arena, o->u.shm.off);
+	cq = sr_arena_ptr(fz_d.arena, qp->send_cq_off);
+	state = atomic_load(&qp->state);
+	if (b & FZ_DP_FILL_CQ) {
+		struct sr_cqe e = {
+		    .status = IBV_WC_SUCCESS, .opcode = IBV_WC_SEND, .qp_num = qp->qpn};
+
+		for (uint32_t k = 0; cq->cqe_cnt <= 4096 && k < cq->cqe_cnt; k++)
+			if (!sr_cq_push(fz_d.arena, cq, &e, false, NULL, NULL))
+				break;
+	}
+	if (b & FZ_DP_ARM)
+		atomic_store(&cq->arm, SR_CQ_ARM_NEXT);
+	if ((b & FZ_DP_FLUSH_OWED) && state == IBV_QPS_ERR)
+		sr_sq_flush_later(fz_d.arena, qp);
+	head = atomic_load(&qp->sq.head);
+	if (state == IBV_QPS_RTS && !atomic_load(&qp->stalled) &&
+	    head - atomic_load(&qp->sq.tail) < qp->sq.max_wr) {
+		struct sr_send_wqe *w = sr_sq_wqe(fz_d.arena, qp, head);
+
+		sr_shm_lock(&qp->sq_lock);
+		memset(w, 0, sizeof(*w));
+		w->wr_id = 0xf022;
+		w->opcode = IBV_WR_SEND;
+		w->flags = SR_WQE_SIGNALED;
+		atomic_store(&qp->sq.head, head + 1);
+		atomic_store(&qp->stall_deadline_ns, 0);
+		atomic_store(&qp->stalled, b & FZ_DP_NO_ACK ? SR_STALL_NO_ACK : SR_STALL_RNR);
+		sr_shm_unlock(&qp->sq_lock);
+	}
 }
 
 static void check_empty(void)
@@ -388,6 +452,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case FZ_CLOSE:
 			disconnect(&fz_cl[i]);
 			break;
+		case FZ_DATAPATH:
+			if (pos < size)
+				play_datapath(data[pos]);
+			used = 1;
+			break;
 		case FZ_TICK:
 			sr_daemon_tick(&fz_d);
 			sr_heap_reap(&fz_d, false);
@@ -400,6 +469,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		disconnect(&fz_cl[i]);
 	while (fz_npipe_ends)
 		close(fz_pipe_ends[--fz_npipe_ends]);
+	while (fz_nmemfds) {
+		int fd = fz_memfds[--fz_nmemfds];
+		struct stat st;
+		uint64_t first = 0;
+
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) ||
+		    (st.st_size != 0 && st.st_size != 4096 && st.st_size != 1ll << 40) ||
+		    (st.st_size && pread(fd, &first, sizeof(first), 0) != sizeof(first)) || first) {
+			fprintf(stderr,
+				"fuzz_daemon: a memfd was written: %lld bytes, first word "
+				"%#llx\n",
+				(long long)st.st_size, (unsigned long long)first);
+			abort();
+		}
+		close(fd);
+	}
 	check_empty();
 	return 0;
 }

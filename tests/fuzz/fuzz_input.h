@@ -18,7 +18,8 @@
  * A patch writes a value the harness knows and the fuzzer cannot guess into
  * the record: a handle, QPN or key from an earlier reply (of any client,
  * so one client can name another's objects), or the client's pid (HELLO).
- * Only actions FZ_SEND and FZ_SEND_NOREAD carry bytes 1.. .
+ * Actions FZ_SEND and FZ_SEND_NOREAD carry bytes 1.. above; FZ_DATAPATH
+ * carries one byte (enum fz_dp); the others none.
  */
 #ifndef SR_FUZZ_INPUT_H
 #define SR_FUZZ_INPUT_H
@@ -34,7 +35,20 @@ enum fz_action {
 	FZ_READ = 2,	    /* the client reads its replies again */
 	FZ_CLOSE = 3,	    /* the client's socket closes (reclaim) */
 	FZ_TICK = 4,	    /* the daemon's timer work of one poll round */
+	FZ_DATAPATH = 5,    /* a QP's owner does what its data path may do */
 	FZ_ACTIONS
+};
+
+/* FZ_DATAPATH's byte: a QP (the handle table's entry, bits 0-3) and what
+ * its owner's library does in the arena, as post_send and poll_cq do, for
+ * the daemon's timer work (FZ_TICK) to meet.  Nothing a library never
+ * writes. */
+enum fz_dp {
+	FZ_DP_QP = 15,
+	FZ_DP_NO_ACK = 1 << 4,	   /* stall the posted SEND on no ACK rather than RNR */
+	FZ_DP_ARM = 1 << 5,	   /* arm the send CQ (ibv_req_notify_cq) */
+	FZ_DP_FILL_CQ = 1 << 6,	   /* fill the send CQ (nobody polls it) */
+	FZ_DP_FLUSH_OWED = 1 << 7, /* a QP in ERR: its SQ flush is owed */
 };
 
 enum fz_fd_kind {

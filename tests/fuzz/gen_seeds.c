@@ -377,6 +377,28 @@ int main(int argc, char **argv)
 	}
 	save(dir, "wrong_fds");
 
+	/* events: an RC QP's SEND stalls and times out (RNR, then no ACK)
+	 * with its send CQ armed on a channel; a full CQ; an SQ flush owed
+	 * after the QP went to ERR; the daemon's tick delivers them */
+	hello(0, 0);
+	simple(0, SR_OP_ALLOC_PD, -1);	       /* 0 */
+	reg_fd(0, SR_FD_EVENT, FZ_FD_EVENTFD); /* 1 */
+	create_cq(0, 8, 1);		       /* 2 */
+	create_qp(0, IBV_QPT_RC, 0, 2, -1);    /* 3 */
+	to_rts(0, 3, IBV_QPT_RC, 3);
+	op(0, FZ_DATAPATH);
+	buf[len++] = 3 | FZ_DP_ARM;
+	op(0, FZ_TICK);
+	modify_qp(0, 3, IBV_QPT_RC, IBV_QPS_RESET, -1);
+	to_rts(0, 3, IBV_QPT_RC, 3);
+	op(0, FZ_DATAPATH);
+	buf[len++] = 3 | FZ_DP_NO_ACK | FZ_DP_FILL_CQ;
+	op(0, FZ_TICK);
+	op(0, FZ_DATAPATH);
+	buf[len++] = 3 | FZ_DP_FLUSH_OWED;
+	op(0, FZ_TICK);
+	save(dir, "events");
+
 	/* a client that stops reading its replies, then reads again */
 	hello(0, 0);
 	send_action = FZ_SEND_NOREAD;
