@@ -1017,8 +1017,20 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		ret = -EPROTO;
 		goto reply;
 	}
+	/* A monitor (softrdma status) was let in without the pid check and
+	 * counts for neither the idle exit nor the status listing: it may
+	 * only look.  HELLO is once per connection: a second one could turn a
+	 * client holding resources into a monitor. */
+	if (c->monitor && req->op != SR_OP_STATUS && req->op != SR_OP_HELLO) {
+		ret = -EPERM;
+		goto reply;
+	}
 	switch (req->op) {
 	case SR_OP_HELLO:
+		if (c->id) {
+			ret = -EPROTO;
+			break;
+		}
 		if (req->u.hello.version != SR_PROTO_VERSION) {
 			ret = -EPROTO;
 			break;
