@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,43 @@ static unsigned fz_nhandles;
 static int fz_pipe_ends[256], fz_memfds[256];
 static unsigned fz_npipe_ends, fz_nmemfds;
 static bool fz_trace; /* FUZZ_TRACE=1: print every record and reply */
+
+/*
+ * The daemon must never wait for a client: a write or sendmsg that would
+ * block (an eventfd at its maximum, a full pipe or socket) would stop it
+ * for every client.  The fuzzer is linked with --wrap for both, so each
+ * such call of the daemon's is checked before it is made: a descriptor in
+ * blocking mode that has no room now is a finding, whatever the load on
+ * the machine (a time limit would need the call to return).
+ */
+ssize_t __real_write(int fd, const void *buf, size_t n);
+ssize_t __wrap_write(int fd, const void *buf, size_t n);
+ssize_t __real_sendmsg(int fd, const struct msghdr *mh, int flags);
+ssize_t __wrap_sendmsg(int fd, const struct msghdr *mh, int flags);
+
+static void check_no_wait(int fd, const char *call)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fd > 2 && fl >= 0 && !(fl & O_NONBLOCK) && poll(&p, 1, 0) == 0) {
+		fprintf(stderr, "fuzz_daemon: %s on fd %d would wait for a client\n", call, fd);
+		abort();
+	}
+}
+
+ssize_t __wrap_write(int fd, const void *buf, size_t n)
+{
+	check_no_wait(fd, "write");
+	return __real_write(fd, buf, n);
+}
+
+ssize_t __wrap_sendmsg(int fd, const struct msghdr *mh, int flags)
+{
+	if (!(flags & MSG_DONTWAIT))
+		check_no_wait(fd, "sendmsg");
+	return __real_sendmsg(fd, mh, flags);
+}
 
 static int count_fds(void)
 {
@@ -350,7 +388,8 @@ static void play_datapath(uint8_t b)
 		struct sr_cqe e = {
 		    .status = IBV_WC_SUCCESS, .opcode = IBV_WC_SEND, .qp_num = qp->qpn};
 
-		for (uint32_t k = 0; cq->cqe_cnt <= 4096 && k < cq->cqe_cnt; k++)
+		/* full, not overflowed: the daemon's push is the one to overflow */
+		for (uint32_t k = 0; cq->cqe_cnt <= 4096 && k + 1 < cq->cqe_cnt; k++)
 			if (!sr_cq_push(fz_d.arena, cq, &e, false, NULL, NULL))
 				break;
 	}
