@@ -8,6 +8,7 @@
  * what they depend on.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1163,12 +1164,28 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 
 /* ---- timers ---- */
 
+/*
+ * Signals a completion channel or async event fd for a process that is not
+ * running its data path.  Only an event fd, and never waiting: the daemon
+ * serves every client from one thread, and a write to an eventfd whose
+ * counter is at its maximum (2^64 - 2 events nobody read) blocks until its
+ * owner reads.  Such an event is dropped, for an owner that was not reading
+ * anyway.
+ */
 static void daemon_signal(void *arg, uint32_t fd_id)
 {
 	struct sr_obj *f = sr_obj_lookup(arg, SR_OBJ_FD, fd_id);
+	struct pollfd p;
 	uint64_t one = 1;
 
-	if (f && write(f->u.fd.fd, &one, sizeof(one)) < 0)
+	if (!f || f->u.fd.kind != SR_FD_EVENT)
+		return;
+	p = (struct pollfd){.fd = f->u.fd.fd, .events = POLLOUT};
+	if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) {
+		sr_dbg("signal fd %u: no room, event dropped", fd_id);
+		return;
+	}
+	if (write(f->u.fd.fd, &one, sizeof(one)) < 0)
 		sr_dbg("signal fd %u: %m", fd_id);
 }
 

@@ -399,6 +399,24 @@ int main(int argc, char **argv)
 	op(0, FZ_TICK);
 	save(dir, "events");
 
+	/* a CQ whose async event fd is a memfd (registered memory) overflows */
+	hello(0, 0);
+	simple(0, SR_OP_ALLOC_PD, -1);	   /* 0 */
+	reg_fd(0, SR_FD_MEM, FZ_FD_MEMFD); /* 1 */
+	{
+		struct sr_req r = R(SR_OP_CREATE_CQ);
+		struct patch p[] = {P(u.cq.async_fd_id, 1)};
+
+		r.u.cq.cqe = 2;
+		send_req(0, &r, p, 1); /* 2 */
+	}
+	create_qp(0, IBV_QPT_RC, 0, 2, -1); /* 3 */
+	to_rts(0, 3, IBV_QPT_RC, 3);
+	op(0, FZ_DATAPATH);
+	buf[len++] = 3 | FZ_DP_FILL_CQ;
+	op(0, FZ_TICK);
+	save(dir, "async_fd_memfd");
+
 	/* a client that stops reading its replies, then reads again */
 	hello(0, 0);
 	send_action = FZ_SEND_NOREAD;
