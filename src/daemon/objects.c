@@ -8,9 +8,12 @@
  * what they depend on.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -199,6 +202,33 @@ static void key_free(struct sr_daemon *d, struct sr_obj *o)
 
 /* ---- fds ---- */
 
+/* The descriptor is what its kind says: a memfd (registered memory, which
+ * peers map) or an eventfd (which the daemon and peers write to). */
+static bool fd_kind_ok(int fd, uint32_t kind)
+{
+	static const char eventfd_link[] = "anon_inode:[eventfd]";
+	char path[64], link[sizeof(eventfd_link)];
+	struct stat st;
+	ssize_t n;
+
+	if (kind == SR_FD_MEM) /* memfds (and other shmem files) have seals */
+		return !fstat(fd, &st) && S_ISREG(st.st_mode) && fcntl(fd, F_GET_SEALS) >= 0;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link));
+	if (n < 0)
+		return true; /* no /proc: cannot tell (daemon_signal still checks for room) */
+	return n == sizeof(eventfd_link) - 1 && !memcmp(link, eventfd_link, n);
+}
+
+/* An event fd id a new CQ, QP or SRQ names: none, or one of the client's
+ * event fds. */
+static bool event_fd_ok(struct sr_daemon *d, struct sr_client *c, uint32_t fd_id)
+{
+	struct sr_obj *f = fd_id ? owned(d, c, SR_OBJ_FD, fd_id) : NULL;
+
+	return !fd_id || (f && f->u.fd.kind == SR_FD_EVENT);
+}
+
 static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		     int nfds, struct sr_rep *rep)
 {
@@ -207,6 +237,8 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 
 	if (nfds != 1 || (req->u.reg_fd.kind != SR_FD_MEM && req->u.reg_fd.kind != SR_FD_EVENT))
 		return -EINVAL;
+	if (!fd_kind_ok(fds[0], req->u.reg_fd.kind))
+		return -EBADF;
 	o = obj_new(c, SR_OBJ_FD);
 	if (!o)
 		return -ENOMEM;
@@ -408,11 +440,11 @@ static int do_create_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 
 	if (cqe < 1 || cqe > SR_MAX_CQE)
 		return -EINVAL;
-	if (req->u.cq.channel_fd_id) {
+	if (!event_fd_ok(d, c, req->u.cq.channel_fd_id) ||
+	    !event_fd_ok(d, c, req->u.cq.async_fd_id))
+		return -EINVAL;
+	if (req->u.cq.channel_fd_id)
 		ch = owned(d, c, SR_OBJ_FD, req->u.cq.channel_fd_id);
-		if (!ch || ch->u.fd.kind != SR_FD_EVENT)
-			return -EINVAL;
-	}
 	cnt = roundup_pow2(cqe + 1);
 	ring = align64(sizeof(*cq));
 	size = ring + (uint64_t)cnt * sizeof(struct sr_cqe);
@@ -549,7 +581,7 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	uint64_t off, got, hdr;
 	int64_t idx;
 
-	if (!pd)
+	if (!pd || !event_fd_ok(d, c, req->u.srq.async_fd_id))
 		return -EINVAL;
 	if (!max_wr || max_wr > SR_MAX_SRQ_WR || sge > SR_MAX_SGE || req->u.srq.srq_limit > max_wr)
 		return -EINVAL;
@@ -649,7 +681,7 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 
 	if (r->type != IBV_QPT_RC && r->type != IBV_QPT_UC && r->type != IBV_QPT_UD)
 		return -EOPNOTSUPP;
-	if (!pd || !scq || !rcq)
+	if (!pd || !scq || !rcq || !event_fd_ok(d, c, r->async_fd_id))
 		return -EINVAL;
 	if (r->srqn) {
 		srq = owned(d, c, SR_OBJ_SRQ, r->srqn);
