@@ -154,8 +154,17 @@ int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, 
 		return -1;
 	}
 	if ((size_t)n < offsetof(struct sr_req, u)) {
+		/* not even an opcode: still one reply per record, or the
+		 * client's next request would get this one's answer */
+		struct sr_rep rep = {.status = -EPROTO};
+
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
+		sr_client_send(c, &rep, sizeof(rep), NULL, 0);
+		if (c->broken) {
+			sr_client_drop(d, c);
+			return -1;
+		}
 		return 0;
 	}
 	if ((size_t)n > sizeof(req))
