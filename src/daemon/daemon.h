@@ -75,7 +75,8 @@ struct sr_client {
 	pid_t pid;
 	uint32_t id;
 	bool monitor;
-	bool broken; /* a reply was lost: dropped once its request is done */
+	bool broken;	   /* a reply was lost: dropped once its request is done */
+	uint32_t fds_held; /* descriptors it registered (REG_FD) */
 	char comm[32];
 	struct sr_obj *objs; /* newest first */
 	/* Replies its socket had no room for, oldest first (client.c).  While
@@ -93,6 +94,12 @@ struct sr_daemon {
 	struct sr_client *clients;
 	uint32_t next_client_id;
 	int idle_timeout_s;
+	/* Descriptors clients registered (REG_FD), and how many they may: the
+	 * rest of RLIMIT_NOFILE stays for client sockets and queued replies,
+	 * and one process may hold half of the budget, so that a process
+	 * hoarding descriptors locks neither new clients nor others out. */
+	uint32_t fds_held, fds_budget;
+	uint64_t accept_paused_until; /* ms: out of descriptors at accept */
 
 	struct sr_idalloc ids[SR_OBJ_KINDS]; /* PD, CQ, FD, AH, MCAST handles */
 	struct sr_idalloc qpn_ids, srqn_ids, key_ids;

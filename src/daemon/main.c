@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -69,8 +70,13 @@ static void accept_client(struct sr_daemon *d)
 	int fd;
 
 	fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		/* out of descriptors: the connection waits in the backlog;
+		 * poll the listening socket again in 100 ms, not at once */
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			d->accept_paused_until = sr_daemon_now_ms() + 100;
 		return;
+	}
 	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen))
 		pid = cred.pid;
 	if (!sr_client_add(d, fd, pid))
@@ -98,6 +104,7 @@ int main(int argc, char **argv)
 	size_t cap = 0;
 	uint64_t idle_since, last_sweep = 0;
 	bool waiting = false;
+	struct rlimit rl;
 	const char *e;
 	int ret;
 
@@ -114,6 +121,12 @@ int main(int argc, char **argv)
 			usage();
 			return 2;
 		}
+	}
+	/* every client's registered memory and event fds are descriptors
+	 * here: take what the hard limit allows */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGTERM, on_signal);
@@ -154,7 +167,9 @@ int main(int argc, char **argv)
 			if (!pfd || !who)
 				return 1;
 		}
-		pfd[0] = (struct pollfd){.fd = d.listen_fd, .events = POLLIN};
+		pfd[0] = (struct pollfd){
+		    .fd = sr_daemon_now_ms() < d.accept_paused_until ? -1 : d.listen_fd,
+		    .events = POLLIN};
 		n = 1;
 		for (struct sr_client *c = d.clients; c; c = c->next) {
 			/* replies waiting: no more requests until they are sent */

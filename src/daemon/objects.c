@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +46,13 @@ int sr_objects_init(struct sr_daemon *d)
 {
 	static const enum sr_obj_kind handle_kinds[] = {SR_OBJ_FD, SR_OBJ_PD, SR_OBJ_CQ,
 							SR_OBJ_MCAST};
+	struct rlimit rl;
+
+	/* a quarter of the descriptors (at least 64) for sockets and replies */
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur > (1u << 30))
+		rl.rlim_cur = 1u << 20;
+	d->fds_budget = rl.rlim_cur > 256 ? rl.rlim_cur - rl.rlim_cur / 4 : rl.rlim_cur / 2;
+	d->fds_held = 0;
 
 	for (size_t i = 0; i < sizeof(handle_kinds) / sizeof(handle_kinds[0]); i++) {
 		enum sr_obj_kind k = handle_kinds[i];
@@ -229,6 +237,17 @@ static bool event_fd_ok(struct sr_daemon *d, struct sr_client *c, uint32_t fd_id
 	return !fd_id || (f && f->u.fd.kind == SR_FD_EVENT);
 }
 
+/* Descriptors registered by all connections of one process. */
+static uint32_t pid_fds(const struct sr_daemon *d, pid_t pid)
+{
+	uint32_t n = 0;
+
+	for (const struct sr_client *c = d->clients; c; c = c->next)
+		if (c->pid == pid)
+			n += c->fds_held;
+	return n;
+}
+
 static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		     int nfds, struct sr_rep *rep)
 {
@@ -239,6 +258,8 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 		return -EINVAL;
 	if (!fd_kind_ok(fds[0], req->u.reg_fd.kind))
 		return -EBADF;
+	if (d->fds_held >= d->fds_budget || pid_fds(d, c->pid) >= d->fds_budget / 2)
+		return -EMFILE;
 	o = obj_new(c, SR_OBJ_FD);
 	if (!o)
 		return -ENOMEM;
@@ -250,6 +271,8 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 	o->u.fd.fd = fds[0];
 	o->u.fd.kind = req->u.reg_fd.kind;
 	fds[0] = -1; /* consumed */
+	d->fds_held++;
+	c->fds_held++;
 	rep->handle = o->handle;
 	return 0;
 }
@@ -257,6 +280,8 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 static void fd_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
 	close(o->u.fd.fd);
+	d->fds_held--;
+	o->owner->fds_held--;
 	handle_free(d, o);
 	obj_unlink(o);
 }

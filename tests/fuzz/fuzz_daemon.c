@@ -450,6 +450,10 @@ static void check_empty(void)
 			abort();
 		}
 	}
+	if (fz_d.fds_held) {
+		fprintf(stderr, "fuzz_daemon: %u registered descriptors counted\n", fz_d.fds_held);
+		abort();
+	}
 	if (fz_d.qpn_ids.in_use || fz_d.srqn_ids.in_use || fz_d.key_ids.in_use) {
 		fprintf(stderr, "fuzz_daemon: %u QPNs, %u SRQNs, %u keys still allocated\n",
 			fz_d.qpn_ids.in_use, fz_d.srqn_ids.in_use, fz_d.key_ids.in_use);

@@ -412,6 +412,46 @@ static void flood(void)
 	CHECK(conns > 1, "flood: one connection took all %u requests: no backpressure", sent);
 }
 
+/*
+ * Descriptors held: one connection registers the same eventfd again and
+ * again (each arrival is a new descriptor in the daemon) until refused.
+ * The daemon must refuse (EMFILE) while it has room for others: a new
+ * client gets in and is served, and the well-behaved one goes on
+ * registering memory.
+ */
+static void hoard(void)
+{
+	int s = connect_daemon(), s2, efd = eventfd(0, EFD_CLOEXEC);
+	struct sr_req r = req_of(SR_OP_REG_FD, 0);
+	struct sr_rep rep;
+	unsigned held = 0;
+
+	hello(s);
+	r.u.reg_fd.kind = SR_FD_EVENT;
+	for (;;) {
+		enum outcome o = xchg(s, &r, sizeof(r), &efd, 1, &rep);
+
+		if (o != REPLY) {
+			CHECK(0, "REG_FD %u: %s", held, o == DROPPED ? "dropped" : "no reply");
+			break;
+		}
+		if (rep.status) {
+			CHECK(rep.status == -EMFILE, "REG_FD %u refused with %d, expected EMFILE",
+			      held, rep.status);
+			break;
+		}
+		held++;
+	}
+	s2 = connect_daemon();
+	hello(s2);
+	r = req_of(SR_OP_ALLOC_PD, 0);
+	expect(s2, &r, NULL, 0, 0, NULL, "ALLOC_PD of a new client while another holds the most");
+	close(s2);
+	close(s);
+	close(efd);
+	printf("hoard: %u descriptors registered, then EMFILE; a new client was served\n", held);
+}
+
 static int abuse(void)
 {
 	unsigned replies = 0, drops = 0;
@@ -428,6 +468,7 @@ static int abuse(void)
 	out_of_order(s);
 	close(s);
 	dropped();
+	hoard();
 	flood();
 	printf("abuse: %s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
