@@ -42,7 +42,6 @@ struct fz_client {
 };
 
 static struct sr_daemon fz_d;
-static int fz_base_fds;
 static struct fz_client fz_cl[FZ_CLIENTS];
 static uint32_t fz_handles[FZ_HANDLES];
 static unsigned fz_nhandles;
@@ -88,7 +87,60 @@ ssize_t __wrap_sendmsg(int fd, const struct msghdr *mh, int flags)
 	return __real_sendmsg(fd, mh, flags);
 }
 
-static int count_fds(void)
+/* Every file the harness made in this input (socket pairs, memfds,
+ * pipes, eventfds, /dev/null): once all clients are gone and the harness
+ * has closed its own ends, none may be open in this process, i.e. in the
+ * daemon.  Files, not a count of descriptors: libFuzzer and LeakSanitizer
+ * open descriptors of their own for a moment. */
+struct fz_file {
+	dev_t dev;
+	ino_t ino;
+};
+static struct fz_file fz_files[2048];
+static unsigned fz_nfiles;
+/* What was open before any input (inherited, the arena): not ours */
+static struct fz_file fz_base[64];
+static int fz_base_fd[64];
+static unsigned fz_nbase;
+
+static bool in_base(int fd, const struct stat *st)
+{
+	for (unsigned k = 0; k < fz_nbase; k++)
+		if (fz_base_fd[k] == fd && fz_base[k].dev == st->st_dev &&
+		    fz_base[k].ino == st->st_ino)
+			return true;
+	return false;
+}
+
+static void note_base(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	struct stat st;
+
+	while (dir && (e = readdir(dir))) {
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] != '.' && fd != dirfd(dir) && !fstat(fd, &st) &&
+		    fz_nbase < sizeof(fz_base) / sizeof(fz_base[0])) {
+			fz_base_fd[fz_nbase] = fd;
+			fz_base[fz_nbase++] = (struct fz_file){st.st_dev, st.st_ino};
+		}
+	}
+	if (dir)
+		closedir(dir);
+}
+
+static void remember(int fd)
+{
+	struct stat st;
+
+	if (fd >= 0 && fz_nfiles < sizeof(fz_files) / sizeof(fz_files[0]) && !fstat(fd, &st))
+		fz_files[fz_nfiles++] = (struct fz_file){st.st_dev, st.st_ino};
+}
+
+/* Descriptors still open on a file of this input's. */
+static int leaked_fds(void)
 {
 	DIR *dir = opendir("/proc/self/fd");
 	struct dirent *e;
@@ -96,29 +148,26 @@ static int count_fds(void)
 
 	if (!dir)
 		abort();
-	while ((e = readdir(dir)))
-		n += e->d_name[0] != '.';
-	closedir(dir);
-	return n - 1; /* the directory's own */
-}
-
-/* On a leak: what the descriptors are. */
-static void list_fds(void)
-{
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *e;
-
-	while (dir && (e = readdir(dir))) {
+	while ((e = readdir(dir))) {
+		int fd = atoi(e->d_name);
 		char path[300], link[256];
-		ssize_t n;
+		struct stat st;
+		ssize_t len;
 
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		n = readlink(path, link, sizeof(link) - 1);
-		if (n > 0)
-			fprintf(stderr, "  fd %s -> %.*s\n", e->d_name, (int)n, link);
+		if (e->d_name[0] == '.' || fd == dirfd(dir) || fstat(fd, &st) || in_base(fd, &st))
+			continue;
+		for (unsigned k = 0; k < fz_nfiles; k++) {
+			if (fz_files[k].dev != st.st_dev || fz_files[k].ino != st.st_ino)
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+			len = readlink(path, link, sizeof(link) - 1);
+			fprintf(stderr, "  fd %d -> %.*s\n", fd, (int)(len > 0 ? len : 0), link);
+			n++;
+			break;
+		}
 	}
-	if (dir)
-		closedir(dir);
+	closedir(dir);
+	return n;
 }
 
 static pid_t client_pid(unsigned i)
@@ -149,9 +198,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	fz_d.dev.arena_size = fz_d.arena_size;
 	fz_d.dev.daemon_pid = getpid();
 	fz_d.listen_fd = -1;
+	note_base();
 	e = getenv("FUZZ_TRACE");
 	fz_trace = e && *e == '1';
-	fz_base_fds = count_fds();
 	return 0;
 }
 
@@ -209,6 +258,7 @@ static bool connect_client(unsigned i)
 	/* the smallest send buffer the kernel allows (a few replies): a client
 	 * that stops reading fills it within a short input */
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	remember(sv[0]);
 	fc->c = sr_client_add(&fz_d, sv[0], client_pid(i));
 	if (!fc->c) {
 		close(sv[0]);
@@ -298,6 +348,7 @@ static int make_fd(unsigned kind)
 		}
 		break;
 	}
+	remember(fd);
 	return fd;
 }
 
@@ -425,17 +476,10 @@ static void check_empty(void)
 		abort();
 	}
 	sr_heap_reap(&fz_d, false);
-	/* libFuzzer's own threads (the RSS monitor) open files for a moment:
-	 * a leak is a count that stays */
-	n = count_fds();
-	for (int k = 0; k < 5 && n != fz_base_fds; k++) {
-		usleep(10000);
-		n = count_fds();
-	}
-	if (n != fz_base_fds) {
-		fprintf(stderr, "fuzz_daemon: %d descriptors open after the input, %d before\n", n,
-			fz_base_fds);
-		list_fds();
+	n = leaked_fds();
+	if (n) {
+		fprintf(stderr, "fuzz_daemon: %d descriptors of this input's files still open\n",
+			n);
 		abort();
 	}
 	if (sr_heap_used() || sr_heap_deferred(&bytes)) {
@@ -474,6 +518,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(fz_handles, 0, sizeof(fz_handles));
 	fz_nhandles = 0;
+	fz_nfiles = 0;
 	while (pos < size) {
 		unsigned i = data[pos] & 3, action = (data[pos] >> 2) % FZ_ACTIONS;
 		size_t used = 0;
