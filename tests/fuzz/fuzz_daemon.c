@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,16 @@ static unsigned fz_nhandles;
 /* The other ends of pipes, and copies of memfds, sent in this input */
 static int fz_pipe_ends[256], fz_memfds[256];
 static unsigned fz_npipe_ends, fz_nmemfds;
-static bool fz_trace; /* FUZZ_TRACE=1: print every record and reply */
+static bool fz_trace;			/* FUZZ_TRACE=1: print every record and reply */
+static _Atomic uint32_t fz_stopped_tid; /* a thread that only sleeps: "stopped" */
+
+static void *stopped_thread(void *arg)
+{
+	atomic_store(&fz_stopped_tid, sr_thread_id());
+	for (;;)
+		pause();
+	return NULL;
+}
 
 /*
  * The daemon must never wait for a client: a write or sendmsg that would
@@ -198,6 +208,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	fz_d.dev.arena_size = fz_d.arena_size;
 	fz_d.dev.daemon_pid = getpid();
 	fz_d.listen_fd = -1;
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, stopped_thread, NULL))
+		abort();
+	while (!atomic_load(&fz_stopped_tid))
+		usleep(1000);
 	note_base();
 	e = getenv("FUZZ_TRACE");
 	fz_trace = e && *e == '1';
@@ -423,17 +439,84 @@ static size_t play_send(unsigned i, bool noread, const uint8_t *p, size_t left)
  * full; an SQ flush owed (sr_sq_flush_later).  Written the way the library
  * writes them, to reach the daemon's signalling of eventfds.
  */
-static void play_datapath(uint8_t b)
+/* Locks a stopped thread of an owner holds (FZ_HOLD_*), with the object
+ * each is in: let go before the object's chunk can be reused. */
+struct fz_held {
+	struct sr_lock *l;
+	enum sr_obj_kind kind;
+	uint32_t handle;
+};
+static struct fz_held fz_held[16];
+static unsigned fz_nheld;
+static void hold(struct sr_lock *l, enum sr_obj_kind kind, uint32_t handle)
+{
+	uint32_t free_ = 0;
+
+	if (fz_nheld < sizeof(fz_held) / sizeof(fz_held[0]) &&
+	    atomic_compare_exchange_strong(&l->holder, &free_, atomic_load(&fz_stopped_tid)))
+		fz_held[fz_nheld++] = (struct fz_held){l, kind, handle};
+}
+
+/* Lets go of the locks (all, or those in destroyed objects, whose chunks
+ * the next reap may reuse). */
+static void release(bool all)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < fz_nheld; i++) {
+		if (all || !sr_obj_lookup(&fz_d, fz_held[i].kind, fz_held[i].handle))
+			atomic_store(&fz_held[i].l->holder, 0);
+		else
+			fz_held[k++] = fz_held[i];
+	}
+	fz_nheld = k;
+}
+
+/* The daemon spins on an arena lock only when it waits for one: with a
+ * stopped thread holding locks, that wait would never end. */
+int __real_sched_yield(void);
+int __wrap_sched_yield(void);
+
+int __wrap_sched_yield(void)
+{
+	if (fz_nheld) {
+		fprintf(stderr,
+			"fuzz_daemon: the daemon waits for a lock a stopped thread holds\n");
+		abort();
+	}
+	return __real_sched_yield();
+}
+
+static void play_datapath(uint8_t b, uint8_t h)
 {
 	struct sr_obj *o = sr_obj_lookup(&fz_d, SR_OBJ_QP, fz_handles[b & FZ_DP_QP]);
 	struct sr_qp_shm *qp;
 	struct sr_cq_shm *cq;
 	uint32_t state, head;
 
+	if (h & FZ_HOLD_RELEASE)
+		release(true);
 	if (!o)
 		return;
 	qp = sr_arena_at(fz_d.arena, o->u.shm.off);
 	cq = sr_arena_ptr(fz_d.arena, qp->send_cq_off);
+	if (h & FZ_HOLD_SQ)
+		hold(&qp->sq_lock, SR_OBJ_QP, o->handle);
+	if (h & FZ_HOLD_RQ)
+		hold(&qp->rq_lock, SR_OBJ_QP, o->handle);
+	if (h & FZ_HOLD_RQ_PROD)
+		hold(&qp->rq.prod_lock, SR_OBJ_QP, o->handle);
+	if (h & FZ_HOLD_SEND_CQ)
+		hold(&cq->lock, SR_OBJ_CQ, cq->handle);
+	if ((h & FZ_HOLD_SRQ) && qp->srqn) {
+		struct sr_obj *so = sr_obj_lookup(&fz_d, SR_OBJ_SRQ, qp->srqn);
+
+		if (so)
+			hold(&((struct sr_srq_shm *)sr_arena_at(fz_d.arena, so->u.shm.off))->lock,
+			     SR_OBJ_SRQ, so->handle);
+	}
+	if (fz_nheld)
+		return; /* what follows takes locks: the harness would wait for itself */
 	state = atomic_load(&qp->state);
 	if (b & FZ_DP_FILL_CQ) {
 		struct sr_cqe e = {
@@ -541,18 +624,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			disconnect(&fz_cl[i]);
 			break;
 		case FZ_DATAPATH:
-			if (pos < size)
-				play_datapath(data[pos]);
-			used = 1;
+			if (pos + 1 < size)
+				play_datapath(data[pos], data[pos + 1]);
+			used = 2;
 			break;
 		case FZ_TICK:
-			sr_daemon_tick(&fz_d);
+			/* one round of main.c's loop, minus the socket */
+			release(false);
+			if (!fz_nheld)
+				sr_daemon_tick(&fz_d);
 			sr_heap_reap(&fz_d, false);
 			sr_heap_sweep_slots(&fz_d);
 			break;
 		}
 		pos += used;
 	}
+	release(true);
 	for (unsigned i = 0; i < FZ_CLIENTS; i++)
 		disconnect(&fz_cl[i]);
 	while (fz_npipe_ends)

@@ -19,7 +19,7 @@
  * the record: a handle, QPN or key from an earlier reply (of any client,
  * so one client can name another's objects), or the client's pid (HELLO).
  * Actions FZ_SEND and FZ_SEND_NOREAD carry bytes 1.. above; FZ_DATAPATH
- * carries one byte (enum fz_dp); the others none.
+ * carries two bytes (enum fz_dp, enum fz_hold); the others none.
  */
 #ifndef SR_FUZZ_INPUT_H
 #define SR_FUZZ_INPUT_H
@@ -49,6 +49,19 @@ enum fz_dp {
 	FZ_DP_ARM = 1 << 5,	   /* arm the send CQ (ibv_req_notify_cq) */
 	FZ_DP_FILL_CQ = 1 << 6,	   /* fill the send CQ (nobody polls it) */
 	FZ_DP_FLUSH_OWED = 1 << 7, /* a QP in ERR: its SQ flush is owed */
+};
+
+/* FZ_DATAPATH's second byte: locks of that QP that a thread of its owner
+ * holds, stopped there (SIGSTOP, a debugger) inside post_send, post_recv
+ * or a completion push, until FZ_HOLD_RELEASE.  While any is held the
+ * daemon's timer work is not run (a known limit: it waits for them). */
+enum fz_hold {
+	FZ_HOLD_SQ = 1 << 0,	  /* sq_lock */
+	FZ_HOLD_RQ = 1 << 1,	  /* rq_lock */
+	FZ_HOLD_RQ_PROD = 1 << 2, /* the RQ's producer lock */
+	FZ_HOLD_SEND_CQ = 1 << 3, /* the send CQ's lock */
+	FZ_HOLD_SRQ = 1 << 4,	  /* the SRQ's lock */
+	FZ_HOLD_RELEASE = 1 << 7, /* the thread continues: every lock let go */
 };
 
 enum fz_fd_kind {

@@ -206,6 +206,13 @@ static void to_rts(unsigned client, unsigned qp, uint32_t type, int dest)
 	modify_qp(client, qp, type, IBV_QPS_RTS, -1);
 }
 
+static void dp(unsigned client, unsigned what, unsigned hold)
+{
+	op(client, FZ_DATAPATH);
+	buf[len++] = what;
+	buf[len++] = hold;
+}
+
 static void save(const char *dir, const char *name)
 {
 	char path[4096];
@@ -386,16 +393,13 @@ int main(int argc, char **argv)
 	create_cq(0, 8, 1);		       /* 2 */
 	create_qp(0, IBV_QPT_RC, 0, 2, -1);    /* 3 */
 	to_rts(0, 3, IBV_QPT_RC, 3);
-	op(0, FZ_DATAPATH);
-	buf[len++] = 3 | FZ_DP_ARM;
+	dp(0, 3 | FZ_DP_ARM, 0);
 	op(0, FZ_TICK);
 	modify_qp(0, 3, IBV_QPT_RC, IBV_QPS_RESET, -1);
 	to_rts(0, 3, IBV_QPT_RC, 3);
-	op(0, FZ_DATAPATH);
-	buf[len++] = 3 | FZ_DP_NO_ACK | FZ_DP_FILL_CQ;
+	dp(0, 3 | FZ_DP_NO_ACK | FZ_DP_FILL_CQ, 0);
 	op(0, FZ_TICK);
-	op(0, FZ_DATAPATH);
-	buf[len++] = 3 | FZ_DP_FLUSH_OWED;
+	dp(0, 3 | FZ_DP_FLUSH_OWED, 0);
 	op(0, FZ_TICK);
 	save(dir, "events");
 
@@ -412,10 +416,54 @@ int main(int argc, char **argv)
 	}
 	create_qp(0, IBV_QPT_RC, 0, 2, -1); /* 3 */
 	to_rts(0, 3, IBV_QPT_RC, 3);
-	op(0, FZ_DATAPATH);
-	buf[len++] = 3 | FZ_DP_FILL_CQ;
+	dp(0, 3 | FZ_DP_FILL_CQ, 0);
 	op(0, FZ_TICK);
 	save(dir, "async_fd_memfd");
+
+	/* a stopped thread of the owner holds the QP's, its CQ's and its
+	 * SRQ's locks while the owner modifies the QP, resizes the CQ and
+	 * sets the SRQ limit; then it continues */
+	hello(0, 0);
+	simple(0, SR_OP_ALLOC_PD, -1); /* 0 */
+	create_cq(0, 8, -1);	       /* 1 */
+	{
+		struct sr_req r = R(SR_OP_CREATE_SRQ);
+		struct patch p[] = {P(u.srq.pd, 0)};
+
+		r.u.srq.max_wr = 16;
+		r.u.srq.max_sge = 1;
+		send_req(0, &r, p, 1); /* 2 */
+	}
+	create_qp(0, IBV_QPT_RC, 0, 1, -1); /* 3 */
+	create_qp(0, IBV_QPT_RC, 0, 1, 2);  /* 4 */
+	to_rts(0, 3, IBV_QPT_RC, 3);
+	dp(0, 3, FZ_HOLD_SQ | FZ_HOLD_RQ | FZ_HOLD_RQ_PROD | FZ_HOLD_SEND_CQ);
+	dp(0, 4, FZ_HOLD_SRQ);
+	modify_qp(0, 3, IBV_QPT_RC, IBV_QPS_ERR, -1);
+	op(0, FZ_TICK);
+	dp(0, 0, FZ_HOLD_RELEASE);
+	op(0, FZ_TICK);
+	dp(0, 3, FZ_HOLD_SEND_CQ);
+	{
+		struct sr_req r = R(SR_OP_RESIZE_CQ);
+		struct patch p[] = {P(handle, 1)};
+
+		r.u.cq.cqe = 32;
+		send_req(0, &r, p, 1);
+	}
+	dp(0, 0, FZ_HOLD_RELEASE);
+	op(0, FZ_TICK);
+	dp(0, 4, FZ_HOLD_SRQ);
+	{
+		struct sr_req r = R(SR_OP_MODIFY_SRQ);
+		struct patch p[] = {P(handle, 2)};
+
+		r.u.srq.max_sge = IBV_SRQ_LIMIT;
+		r.u.srq.srq_limit = 4;
+		send_req(0, &r, p, 1);
+	}
+	op(0, FZ_CLOSE); /* gone while its request waits */
+	save(dir, "stopped_holder");
 
 	/* a client that stops reading its replies, then reads again */
 	hello(0, 0);
