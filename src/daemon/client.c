@@ -131,6 +131,7 @@ void sr_client_drop(struct sr_daemon *d, struct sr_client *c)
 		c->out = r->next;
 		reply_free(r);
 	}
+	free(c->deferred);
 	sr_client_teardown(d, c);
 	for (pp = &d->clients; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
@@ -172,7 +173,26 @@ int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, 
 	memcpy(&req, buf, n);
 	if ((size_t)n < sizeof(req))
 		memset((char *)&req + n, 0, sizeof(req) - n);
-	sr_handle_request(d, c, &req, fds, nfds);
+	if (sr_handle_request(d, c, &req, fds, nfds) == SR_RETRY) {
+		c->deferred = malloc(sizeof(req));
+		if (c->deferred)
+			*c->deferred = req;
+		else
+			c->broken = true; /* it would wait for a reply forever */
+	}
+	if (c->broken) {
+		sr_client_drop(d, c);
+		return -1;
+	}
+	return 0;
+}
+
+int sr_client_retry(struct sr_daemon *d, struct sr_client *c)
+{
+	if (sr_handle_request(d, c, c->deferred, NULL, 0) == SR_RETRY)
+		return 0;
+	free(c->deferred);
+	c->deferred = NULL;
 	if (c->broken) {
 		sr_client_drop(d, c);
 		return -1;

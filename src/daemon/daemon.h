@@ -82,6 +82,9 @@ struct sr_client {
 	/* Replies its socket had no room for, oldest first (client.c).  While
 	 * there are any, the daemon reads no more of its requests. */
 	struct sr_reply *out, **out_tail;
+	/* A request waiting for arena locks (SR_RETRY), run again every poll
+	 * round; meanwhile no more of its requests are read either. */
+	struct sr_req *deferred;
 	struct sr_client *next;
 };
 
@@ -136,8 +139,11 @@ void sr_heap_fini(struct sr_daemon *d);
 /* objects.c: request handlers and teardown */
 int sr_objects_init(struct sr_daemon *d);
 void sr_objects_fini(struct sr_daemon *d);
-void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
-		       int nfds);
+/* Handles one request and replies, or returns SR_RETRY without replying:
+ * an arena lock it needs is held (objects.c), run it again later. */
+#define SR_RETRY 1
+int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		      int nfds);
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
 struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
 bool sr_daemon_tick(struct sr_daemon *d);
@@ -154,6 +160,8 @@ int sr_client_send(struct sr_client *c, const void *buf, size_t len, const int *
 /* Sends what waits in c->out, as far as the socket takes it.  Returns 0,
  * or -1 when the client was dropped (its socket failed). */
 int sr_client_flush(struct sr_daemon *d, struct sr_client *c);
+/* Runs c->deferred again.  Returns 0, or -1 when the client was dropped. */
+int sr_client_retry(struct sr_daemon *d, struct sr_client *c);
 /* Dispatches one received record: n bytes of buf as sr_msg_recv returned
  * them (<= 0: the socket closed or failed) with the nfds descriptors that
  * came with it, which the call consumes.  Returns 0, or -1 when the client

@@ -103,7 +103,7 @@ int main(int argc, char **argv)
 	struct sr_client **who = NULL;
 	size_t cap = 0;
 	uint64_t idle_since, last_sweep = 0;
-	bool waiting = false;
+	bool waiting = false, deferred;
 	struct rlimit rl;
 	const char *e;
 	int ret;
@@ -171,13 +171,18 @@ int main(int argc, char **argv)
 		    .fd = sr_daemon_now_ms() < d.accept_paused_until ? -1 : d.listen_fd,
 		    .events = POLLIN};
 		n = 1;
+		deferred = false;
 		for (struct sr_client *c = d.clients; c; c = c->next) {
-			/* replies waiting: no more requests until they are sent */
-			pfd[n] =
-			    (struct pollfd){.fd = c->sock, .events = c->out ? POLLOUT : POLLIN};
+			/* replies waiting: no more requests until they are sent;
+			 * a request waiting for locks: none until it is done */
+			pfd[n] = (struct pollfd){.fd = c->sock,
+						 .events = c->out	 ? POLLOUT
+							   : c->deferred ? 0
+									 : POLLIN};
 			who[n++] = c;
+			deferred |= c->deferred != NULL;
 		}
-		ret = poll(pfd, n, waiting ? 1 : 100);
+		ret = poll(pfd, n, waiting || deferred ? 1 : 100);
 		if (ret < 0 && errno != EINTR)
 			break;
 		if (ret > 0) {
@@ -185,15 +190,20 @@ int main(int argc, char **argv)
 			for (size_t i = 1; i < n; i++) {
 				if (!pfd[i].revents)
 					continue;
-				if (!who[i]->out)
+				if (!who[i]->out && !who[i]->deferred)
 					sr_client_serve(&d, who[i]);
 				else if (pfd[i].revents & (POLLHUP | POLLERR))
 					sr_client_drop(&d, who[i]);
-				else
+				else if (who[i]->out)
 					sr_client_flush(&d, who[i]);
 			}
 			if (pfd[0].revents & POLLIN)
 				accept_client(&d);
+		}
+		for (struct sr_client *c = d.clients, *next; c; c = next) {
+			next = c->next;
+			if (c->deferred)
+				sr_client_retry(&d, c);
 		}
 		waiting = sr_daemon_tick(&d);
 		sr_heap_reap(&d, false);

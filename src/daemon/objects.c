@@ -208,6 +208,26 @@ static void key_free(struct sr_daemon *d, struct sr_obj *o)
 	sr_idalloc_put(&d->key_ids, idx);
 }
 
+/*
+ * The daemon serves every client from one thread, so it never waits for an
+ * arena lock: a thread of any process may hold one for as long as it is
+ * stopped (SIGSTOP, a debugger inside post_send or a completion push).  A
+ * request that needs locks takes them all or none; if one is held it
+ * returns SR_RETRY, and client.c runs it again on the next poll round (a
+ * millisecond later) while its client waits for the reply.
+ */
+static int lock_all(struct sr_lock *const *l, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (sr_shm_lock_nowait(l[i])) {
+			while (i--)
+				sr_shm_unlock(l[i]);
+			return SR_RETRY;
+		}
+	}
+	return 0;
+}
+
 /* ---- fds ---- */
 
 /* The descriptor is what its kind says: a memfd (registered memory, which
@@ -523,10 +543,13 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 	cq = sr_arena_at(d->arena, o->u.shm.off);
 	cnt = roundup_pow2(cqe + 1);
 	size = (uint64_t)cnt * sizeof(struct sr_cqe);
+	if (lock_all(&(struct sr_lock *){&cq->lock}, 1))
+		return SR_RETRY;
 	off = sr_heap_alloc(d, size, &got);
-	if (!off)
+	if (!off) {
+		sr_shm_unlock(&cq->lock);
 		return -ENOMEM;
-	sr_shm_lock(&cq->lock);
+	}
 	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
 	cons = atomic_load_explicit(&cq->cons, memory_order_relaxed);
 	pending = prod - cons;
@@ -669,7 +692,8 @@ static int do_modify_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	if (mask & IBV_SRQ_LIMIT) {
 		if (req->u.srq.srq_limit > srq->rq.max_wr)
 			return -EINVAL;
-		sr_shm_lock(&srq->lock);
+		if (lock_all(&(struct sr_lock *){&srq->lock}, 1))
+			return SR_RETRY;
 		srq->rq.limit = req->u.srq.srq_limit;
 		atomic_store_explicit(&srq->limit_armed, srq->rq.limit != 0, memory_order_release);
 		sr_shm_unlock(&srq->lock);
@@ -840,9 +864,8 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	if (mask & IBV_QP_CAP)
 		return -EINVAL; /* resizing a QP's queues is not supported */
 
-	sr_shm_lock(&qp->sq_lock);
-	sr_shm_lock(&qp->rq_lock);
-	sr_shm_lock(&qp->rq.prod_lock);
+	if (lock_all((struct sr_lock *[]){&qp->sq_lock, &qp->rq_lock, &qp->rq.prod_lock}, 3))
+		return SR_RETRY;
 	if (mask & IBV_QP_PKEY_INDEX)
 		qp->pkey_index = a.pkey_index;
 	if (mask & IBV_QP_PORT)
@@ -1063,8 +1086,8 @@ static int send_status(struct sr_daemon *d, struct sr_client *c, struct sr_rep *
 	return ret;
 }
 
-void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
-		       int nfds)
+int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		      int nfds)
 {
 	struct sr_rep rep;
 	int out_fds[SR_MR_MAX_SEGS];
@@ -1115,6 +1138,7 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 	case SR_OP_STATUS:
 		if (send_status(d, c, &rep))
 			sr_warn("client %u: status reply failed", c->id);
+		ret = 0;
 		goto out;
 	case SR_OP_REG_FD:
 		ret = do_reg_fd(d, c, req, fds, nfds, &rep);
@@ -1190,6 +1214,8 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		ret = -EOPNOTSUPP;
 	}
 reply:
+	if (ret == SR_RETRY)
+		goto out; /* these requests take no descriptors */
 	rep.status = ret;
 	if (ret)
 		nout = 0;
@@ -1199,6 +1225,7 @@ out:
 	for (int i = 0; i < nfds; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	return ret == SR_RETRY ? SR_RETRY : 0;
 }
 
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)

@@ -401,7 +401,8 @@ static size_t play_send(unsigned i, bool noread, const uint8_t *p, size_t left)
 
 	if (!fc->c && !connect_client(i))
 		return used;
-	if (fc->c->out) /* main.c polls it for POLLOUT only: the record waits */
+	/* main.c does not poll it for requests now: the record waits */
+	if (fc->c->out || fc->c->deferred)
 		return used;
 	for (unsigned k = 0; k < nfds; k++) {
 		fds[k] = make_fd((kinds >> (3 * (k % 5))) & 7);
@@ -630,6 +631,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case FZ_TICK:
 			/* one round of main.c's loop, minus the socket */
+			for (unsigned k = 0; k < FZ_CLIENTS; k++)
+				if (fz_cl[k].c && fz_cl[k].c->deferred &&
+				    sr_client_retry(&fz_d, fz_cl[k].c) < 0)
+					gone(&fz_cl[k]);
 			release(false);
 			if (!fz_nheld)
 				sr_daemon_tick(&fz_d);

@@ -7,8 +7,9 @@
  *                       every length, oversized and empty ones, 10 and 40
  *                       descriptors on one record, descriptors of the wrong
  *                       kind, another connection's handles, requests out of
- *                       order, then a flood of 100,000 requests whose replies
- *                       it never reads.  Every record must get a reply, or
+ *                       order, descriptors hoarded, a QP's lock held in the
+ *                       arena, then a flood of 100,000 requests whose
+ *                       replies it never reads.  Every record must get a reply, or
  *                       (oversized, empty) the connection dropped; never
  *                       silence.  Prints what it saw; exit 0 if as expected.
  *   sr_abuse good STOP  a well-behaved verbs client meanwhile: open the
@@ -27,6 +28,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -452,6 +454,98 @@ static void hoard(void)
 	printf("hoard: %u descriptors registered, then EMFILE; a new client was served\n", held);
 }
 
+/*
+ * A lock in the arena held by a live thread (as by a thread stopped inside
+ * post_send; here this process writes the lock word, which any process of
+ * the user can): MODIFY_QP of that QP must wait for it without stopping the
+ * daemon (the well-behaved client goes on meanwhile), and complete once the
+ * lock is let go.  A lock whose holder is dead is taken over at once.
+ */
+static void stuck_lock(void)
+{
+	int s = connect_daemon(), s2, afd = -1, nfds = 1;
+	struct sr_req r = req_of(SR_OP_HELLO, 0), r2;
+	struct sr_rep rep, pd, cq, qp;
+	struct pollfd pl = {.fd = s, .events = POLLIN};
+	struct sr_qp_shm *q;
+	struct ibv_qp_attr a;
+	uint64_t t0;
+	pid_t dead;
+	void *arena;
+
+	r.u.hello.version = SR_PROTO_VERSION;
+	r.u.hello.pid = (uint32_t)getpid();
+	if (sr_msg_send(s, &r, sizeof(r), NULL, 0) ||
+	    sr_msg_recv(s, &rep, sizeof(rep), &afd, &nfds) != sizeof(rep) || rep.status ||
+	    nfds != 1) {
+		CHECK(0, "HELLO with the arena");
+		return;
+	}
+	arena = mmap(NULL, rep.u.hello.arena_size, PROT_READ | PROT_WRITE, MAP_SHARED, afd, 0);
+	close(afd);
+	if (arena == MAP_FAILED)
+		exit(1);
+	r = req_of(SR_OP_ALLOC_PD, 0);
+	expect(s, &r, NULL, 0, 0, &pd, "ALLOC_PD");
+	r = req_of(SR_OP_CREATE_CQ, 0);
+	r.u.cq.cqe = 4;
+	expect(s, &r, NULL, 0, 0, &cq, "CREATE_CQ");
+	r = req_of(SR_OP_CREATE_QP, 0);
+	r.u.create_qp.pd = pd.handle;
+	r.u.create_qp.type = IBV_QPT_RC;
+	r.u.create_qp.send_cq = r.u.create_qp.recv_cq = cq.handle;
+	r.u.create_qp.cap.max_send_wr = r.u.create_qp.cap.max_recv_wr = 4;
+	expect(s, &r, NULL, 0, 0, &qp, "CREATE_QP");
+	q = sr_arena_at(arena, qp.u.qp.off);
+
+	atomic_store(&q->sq_lock.holder, (uint32_t)getpid()); /* this thread: alive */
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	r = req_of(SR_OP_MODIFY_QP, qp.handle);
+	r.u.modify_qp.attr_mask =
+	    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+	sr_qp_attr_to_wire(&a, &r.u.modify_qp.attr);
+	if (sr_msg_send(s, &r, sizeof(r), NULL, 0))
+		exit(1);
+	CHECK(poll(&pl, 1, 500) == 0, "MODIFY_QP answered while its sq_lock is held");
+	/* meanwhile another client is served at once */
+	t0 = now_ms();
+	s2 = connect_daemon();
+	hello(s2);
+	r2 = req_of(SR_OP_ALLOC_PD, 0);
+	expect(s2, &r2, NULL, 0, 0, NULL, "ALLOC_PD while a request waits for a lock");
+	close(s2);
+	CHECK(now_ms() - t0 < 1000, "another client waited %llu ms",
+	      (unsigned long long)(now_ms() - t0));
+	CHECK(poll(&pl, 1, 0) == 0, "MODIFY_QP answered while its sq_lock is held");
+	t0 = now_ms();
+	atomic_store(&q->sq_lock.holder, 0);
+	CHECK(poll(&pl, 1, REPLY_WAIT_MS) == 1 &&
+		  sr_msg_recv(s, &rep, sizeof(rep), NULL, NULL) == sizeof(rep) && !rep.status,
+	      "MODIFY_QP not done once its sq_lock is free");
+	printf("stuck lock: MODIFY_QP waits for a held sq_lock, others are served, it is done "
+	       "%llu ms after the lock is let go\n",
+	       (unsigned long long)(now_ms() - t0));
+
+	/* a holder that died: a child that exited */
+	dead = fork();
+	if (!dead)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	atomic_store(&q->sq_lock.holder, (uint32_t)dead);
+	a.qp_state = IBV_QPS_ERR;
+	r = req_of(SR_OP_MODIFY_QP, qp.handle);
+	r.u.modify_qp.attr_mask = IBV_QP_STATE;
+	sr_qp_attr_to_wire(&a, &r.u.modify_qp.attr);
+	t0 = now_ms();
+	expect(s, &r, NULL, 0, 0, NULL, "MODIFY_QP with a dead holder's sq_lock");
+	printf("stuck lock: a dead holder's lock taken over in %llu ms\n",
+	       (unsigned long long)(now_ms() - t0));
+	munmap(arena, rep.u.hello.arena_size);
+	close(s);
+}
+
 static int abuse(void)
 {
 	unsigned replies = 0, drops = 0;
@@ -469,6 +563,7 @@ static int abuse(void)
 	close(s);
 	dropped();
 	hoard();
+	stuck_lock();
 	flood();
 	printf("abuse: %s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
