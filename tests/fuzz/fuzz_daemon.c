@@ -449,6 +449,7 @@ struct fz_held {
 };
 static struct fz_held fz_held[16];
 static unsigned fz_nheld;
+static bool fz_scribbled; /* FZ_SCRIBBLE_CQ happened in this input */
 static void hold(struct sr_lock *l, enum sr_obj_kind kind, uint32_t handle)
 {
 	uint32_t free_ = 0;
@@ -516,8 +517,14 @@ static void play_datapath(uint8_t b, uint8_t h)
 			hold(&((struct sr_srq_shm *)sr_arena_at(fz_d.arena, so->u.shm.off))->lock,
 			     SR_OBJ_SRQ, so->handle);
 	}
-	if (fz_nheld)
-		return; /* what follows takes locks: the harness would wait for itself */
+	if (h & FZ_SCRIBBLE_CQ) {
+		cq->ring_off = ((uint64_t)b << 40) | 0x123456789;
+		cq->cqe_cnt = 0;
+		fz_scribbled = true;
+	}
+	if (fz_nheld || fz_scribbled)
+		return; /* what follows takes locks (the harness would wait for
+			 * itself) or writes the CQ ring (wherever it says) */
 	state = atomic_load(&qp->state);
 	if (b & FZ_DP_FILL_CQ) {
 		struct sr_cqe e = {
@@ -603,6 +610,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(fz_handles, 0, sizeof(fz_handles));
 	fz_nhandles = 0;
 	fz_nfiles = 0;
+	fz_scribbled = false;
 	while (pos < size) {
 		unsigned i = data[pos] & 3, action = (data[pos] >> 2) % FZ_ACTIONS;
 		size_t used = 0;
@@ -636,7 +644,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				    sr_client_retry(&fz_d, fz_cl[k].c) < 0)
 					gone(&fz_cl[k]);
 			release(false);
-			if (!fz_nheld)
+			if (!fz_nheld && !fz_scribbled)
 				sr_daemon_tick(&fz_d);
 			sr_heap_reap(&fz_d, false);
 			sr_heap_sweep_slots(&fz_d);

@@ -61,6 +61,11 @@ enum fz_hold {
 	FZ_HOLD_RQ_PROD = 1 << 2, /* the RQ's producer lock */
 	FZ_HOLD_SEND_CQ = 1 << 3, /* the send CQ's lock */
 	FZ_HOLD_SRQ = 1 << 4,	  /* the SRQ's lock */
+	/* Not the library: a process of the user writes garbage over the send
+	 * CQ's ring offset and size in the arena, which it can.  The request
+	 * handlers (resize, destroy, reclaim) must not follow them; the timer
+	 * work and data path do (a known limit), so they stop for the input. */
+	FZ_SCRIBBLE_CQ = 1 << 6,
 	FZ_HOLD_RELEASE = 1 << 7, /* the thread continues: every lock let go */
 };
 

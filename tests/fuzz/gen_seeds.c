@@ -465,6 +465,25 @@ int main(int argc, char **argv)
 	op(0, FZ_CLOSE); /* gone while its request waits */
 	save(dir, "stopped_holder");
 
+	/* a process writes garbage over a CQ's ring offset and size in the
+	 * arena, then resizes the CQ twice and destroys it */
+	hello(0, 0);
+	simple(0, SR_OP_ALLOC_PD, -1);	    /* 0 */
+	create_cq(0, 8, -1);		    /* 1 */
+	create_qp(0, IBV_QPT_RC, 0, 1, -1); /* 2 */
+	dp(0, 2, FZ_SCRIBBLE_CQ);
+	for (int k = 0; k < 2; k++) {
+		struct sr_req r = R(SR_OP_RESIZE_CQ);
+		struct patch p[] = {P(handle, 1)};
+
+		r.u.cq.cqe = 100 + k;
+		send_req(0, &r, p, 1);
+		dp(0, 2, FZ_SCRIBBLE_CQ);
+	}
+	simple(0, SR_OP_DESTROY_QP, 2);
+	simple(0, SR_OP_DESTROY_CQ, 1);
+	save(dir, "scribbled_cq");
+
 	/* a client that stops reading its replies, then reads again */
 	hello(0, 0);
 	send_action = FZ_SEND_NOREAD;
