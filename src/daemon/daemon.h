@@ -56,6 +56,12 @@ struct sr_obj {
 		struct {
 			uint64_t off;
 			uint64_t size;
+			/* CQ: its ring, kept here because any process of the
+			 * user can write the arena and the heap's bookkeeping
+			 * must not follow: the ring's chunk once resized (0:
+			 * inside the first chunk) and its entry count */
+			uint64_t ring_off;
+			uint32_t cqe_cnt;
 		} shm; /* CQ, QP, SRQ: heap chunk */
 		struct {
 			uint32_t type;

@@ -515,6 +515,7 @@ static int do_create_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 	cq->handle = o->handle;
 	cq->owner_pid = c->pid;
 	cq->ring_off = off + ring;
+	o->u.shm.cqe_cnt = cnt;
 	ret = sr_shm_lock_init(&cq->lock);
 	if (ret)
 		sr_warn("cq mutex init: %d", ret);
@@ -558,15 +559,21 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 		sr_heap_free(d, off, got);
 		return -EINVAL;
 	}
-	old = sr_arena_ptr(d->arena, cq->ring_off);
+	/* the ring as the daemon made it, not as the arena says now: the
+	 * copy stays inside it whatever prod and cons read */
+	old = sr_arena_at(d->arena, o->u.shm.ring_off ? o->u.shm.ring_off
+						      : o->u.shm.off + align64(sizeof(*cq)));
 	nr = sr_arena_ptr(d->arena, off);
 	for (uint32_t i = 0; i < pending; i++) {
-		nr[i] = old[(cons + i) & (cq->cqe_cnt - 1)];
+		nr[i] = old[(cons + i) & (o->u.shm.cqe_cnt - 1)];
 		atomic_store_explicit(&nr[i].seq, i + 1, memory_order_relaxed);
 	}
 	/* the old ring lives in the first chunk (after the header) unless already resized */
-	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
-		sr_heap_free(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
+	if (o->u.shm.ring_off)
+		sr_heap_free(d, o->u.shm.ring_off,
+			     (uint64_t)o->u.shm.cqe_cnt * sizeof(struct sr_cqe));
+	o->u.shm.ring_off = off;
+	o->u.shm.cqe_cnt = cnt;
 	cq->ring_off = off;
 	cq->cqe_cnt = cnt;
 	cq->max_cqe = cnt - 1;
@@ -581,10 +588,9 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 
 static void cq_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
-	struct sr_cq_shm *cq = sr_arena_at(d->arena, o->u.shm.off);
-
-	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
-		sr_heap_free_later(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
+	if (o->u.shm.ring_off)
+		sr_heap_free_later(d, o->u.shm.ring_off,
+				   (uint64_t)o->u.shm.cqe_cnt * sizeof(struct sr_cqe));
 	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size);
 	handle_free(d, o);
 	obj_unlink(o);
