@@ -7,7 +7,7 @@
 # well-behaved verbs client keeps creating and destroying a PD, an MR, a
 # CQ and an RC QP through RTS, never waiting more than 5 s.  At the end the
 # daemon is alive, holds nothing and no descriptor more than at the start,
-# and ibv_devinfo still works.
+# and a new client (and ibv_devinfo, in unsanitized builds) still works.
 #   robust.sh BUILD_DIR SR_ABUSE
 set -u
 here=$(cd "$(dirname "$0")" && pwd -P)
@@ -48,5 +48,10 @@ for _ in $(seq 100); do
 done
 "$SR" status | grep -q '^0 process(es) with resources$' || fail "resources left: $("$SR" status)"
 [ "$(nfds)" = "$base" ] || fail "the daemon holds $(nfds) descriptors, $base at the start"
-"$SR" run -- ibv_devinfo -d soft0 | grep -q 'PORT_ACTIVE' || fail "ibv_devinfo does not work"
-echo "daemon alive, nothing held, $base descriptors as at the start; ibv_devinfo ok"
+"$abuse" once || fail "a new client does not work"
+# Debian's ibv_devinfo cannot load a sanitized libibverbs (build-asan/tsan)
+if grep -q '^SOFTRDMA_SANITIZE:STRING=$' "$SR_BUILD/CMakeCache.txt"; then
+	"$SR" run -- ibv_devinfo -d soft0 | grep -q 'PORT_ACTIVE' || fail "ibv_devinfo does not work"
+	echo "ibv_devinfo ok"
+fi
+echo "daemon alive, nothing held, $base descriptors as at the start"

@@ -17,6 +17,7 @@
  *                       everything, again and again until file STOP exists.
  *                       Fails on any error or a round slower than 5 s (the
  *                       daemon stalled).
+ *   sr_abuse once       one such round, and exit 0.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -684,6 +685,16 @@ int main(int argc, char **argv)
 		return abuse();
 	if (argc == 3 && !strcmp(argv[1], "good"))
 		return good(argv[2]);
-	fprintf(stderr, "usage: sr_abuse abuse | good STOPFILE\n");
+	if (argc == 2 && !strcmp(argv[1], "once")) {
+		void *buf =
+		    mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (buf == MAP_FAILED)
+			die("mmap");
+		one_round(buf);
+		printf("once: a new client opened, created and destroyed everything\n");
+		return 0;
+	}
+	fprintf(stderr, "usage: sr_abuse abuse | good STOPFILE | once\n");
 	return 2;
 }
