@@ -42,10 +42,11 @@ test-sanitizers: deps
 	cmake --build $(BUILD)-tsan -j$(JOBS)
 	cd $(BUILD)-tsan && ctest --output-on-failure -L sanitize
 
-# The control-socket fuzzer for FUZZ_TIME seconds (default 1800), niced;
-# `make test` runs it for 60 s.  Crashes land in $(BUILD)/fuzz/artifacts.
+# The control-socket fuzzer for FUZZ_TIME seconds (default 1800), niced,
+# FUZZ_ARGS passed to libFuzzer (e.g. -jobs=1); `make test` runs it for
+# 60 s.  Crashes land in $(BUILD)/fuzz/artifacts.
 fuzz: build
-	nice -n 10 tests/fuzz/run.sh $(BUILD) fuzz $(FUZZ_TIME)
+	nice -n 10 tests/fuzz/run.sh $(BUILD) fuzz $(FUZZ_TIME) $(FUZZ_ARGS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Runs the control-socket fuzzer (build/bin/fuzz_daemon).
 #   run.sh BUILD_DIR regress        replay regress/* and the seeds once
-#   run.sh BUILD_DIR fuzz SECONDS   fuzz from the seeds for SECONDS
+#   run.sh BUILD_DIR fuzz SECONDS [LIBFUZZER_ARGS...]
+#                                   fuzz from the seeds for SECONDS (with
+#                                   -jobs=N the logs are BUILD_DIR/fuzz/fuzz-*.log)
 # The corpus grows in BUILD_DIR/fuzz/corpus; a crash, leak or hang leaves
 # its input in BUILD_DIR/fuzz/artifacts (copy it to regress/ with the fix).
 set -u
@@ -24,8 +26,10 @@ regress)
 	;;
 fuzz)
 	secs=${3:-60}
+	shift $(($# < 3 ? $# : 3))
+	cd "$work" || exit 1
 	# -runs bounds nothing here but keeps a run finite if the clock does not
-	exec "$fuzzer" -max_total_time="$secs" -runs=100000000 -timeout=10 -rss_limit_mb=2048 \
+	exec "$fuzzer" "$@" -max_total_time="$secs" -runs=100000000 -timeout=10 -rss_limit_mb=2048 \
 		-max_len=4096 -dict="$here/daemon.dict" -print_final_stats=1 \
 		-artifact_prefix="$work/artifacts/" "$work/corpus" "$work/seeds"
 	;;
