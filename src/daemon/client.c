@@ -11,7 +11,9 @@
  * socket has no room for waits in the client's queue, with duplicates of
  * the descriptors it carries, and the poll loop reads no more requests from
  * that client until the queue is sent: backpressure, as a kernel socket
- * gives, and one request's replies at most wait at a time.
+ * gives, and one request's replies at most wait at a time.  Likewise a
+ * request that finds an arena lock held (objects.c, SR_RETRY) waits in its
+ * client and is run again every poll round.
  */
 #include <errno.h>
 #include <fcntl.h>
