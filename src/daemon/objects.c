@@ -8,8 +8,13 @@
  * what they depend on.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +46,13 @@ int sr_objects_init(struct sr_daemon *d)
 {
 	static const enum sr_obj_kind handle_kinds[] = {SR_OBJ_FD, SR_OBJ_PD, SR_OBJ_CQ,
 							SR_OBJ_MCAST};
+	struct rlimit rl;
+
+	/* a quarter of the descriptors (at least 64) for sockets and replies */
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur > (1u << 30))
+		rl.rlim_cur = 1u << 20;
+	d->fds_budget = rl.rlim_cur > 256 ? rl.rlim_cur - rl.rlim_cur / 4 : rl.rlim_cur / 2;
+	d->fds_held = 0;
 
 	for (size_t i = 0; i < sizeof(handle_kinds) / sizeof(handle_kinds[0]); i++) {
 		enum sr_obj_kind k = handle_kinds[i];
@@ -212,7 +224,65 @@ static void key_free(struct sr_daemon *d, struct sr_obj *o)
 	sr_idalloc_put(&d->key_ids, idx);
 }
 
+/*
+ * The daemon serves every client from one thread, so it never waits for an
+ * arena lock: a thread of any process may hold one for as long as it is
+ * stopped (SIGSTOP, a debugger inside post_send or a completion push).  A
+ * request that needs locks takes them all or none; if one is held it
+ * returns SR_RETRY, and client.c runs it again on the next poll round (a
+ * millisecond later) while its client waits for the reply.
+ */
+static int lock_all(struct sr_lock *const *l, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (sr_shm_lock_nowait(l[i])) {
+			while (i--)
+				sr_shm_unlock(l[i]);
+			return SR_RETRY;
+		}
+	}
+	return 0;
+}
+
 /* ---- fds ---- */
+
+/* The descriptor is what its kind says: a memfd (registered memory, which
+ * peers map) or an eventfd (which the daemon and peers write to). */
+static bool fd_kind_ok(int fd, uint32_t kind)
+{
+	static const char eventfd_link[] = "anon_inode:[eventfd]";
+	char path[64], link[sizeof(eventfd_link)];
+	struct stat st;
+	ssize_t n;
+
+	if (kind == SR_FD_MEM) /* memfds (and other shmem files) have seals */
+		return !fstat(fd, &st) && S_ISREG(st.st_mode) && fcntl(fd, F_GET_SEALS) >= 0;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link));
+	if (n < 0)
+		return true; /* no /proc: cannot tell (daemon_signal still checks for room) */
+	return n == sizeof(eventfd_link) - 1 && !memcmp(link, eventfd_link, n);
+}
+
+/* An event fd id a new CQ, QP or SRQ names: none, or one of the client's
+ * event fds. */
+static bool event_fd_ok(struct sr_daemon *d, struct sr_client *c, uint32_t fd_id)
+{
+	struct sr_obj *f = fd_id ? owned(d, c, SR_OBJ_FD, fd_id) : NULL;
+
+	return !fd_id || (f && f->u.fd.kind == SR_FD_EVENT);
+}
+
+/* Descriptors registered by all connections of one process. */
+static uint32_t pid_fds(const struct sr_daemon *d, pid_t pid)
+{
+	uint32_t n = 0;
+
+	for (const struct sr_client *c = d->clients; c; c = c->next)
+		if (c->pid == pid)
+			n += c->fds_held;
+	return n;
+}
 
 static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		     int nfds, struct sr_rep *rep)
@@ -222,6 +292,10 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 
 	if (nfds != 1 || (req->u.reg_fd.kind != SR_FD_MEM && req->u.reg_fd.kind != SR_FD_EVENT))
 		return -EINVAL;
+	if (!fd_kind_ok(fds[0], req->u.reg_fd.kind))
+		return -EBADF;
+	if (d->fds_held >= d->fds_budget || pid_fds(d, c->pid) >= d->fds_budget / 2)
+		return -EMFILE;
 	o = obj_new(c, SR_OBJ_FD);
 	if (!o)
 		return -ENOMEM;
@@ -233,6 +307,8 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 	o->u.fd.fd = fds[0];
 	o->u.fd.kind = req->u.reg_fd.kind;
 	fds[0] = -1; /* consumed */
+	d->fds_held++;
+	c->fds_held++;
 	rep->handle = o->handle;
 	return 0;
 }
@@ -240,6 +316,8 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 static void fd_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
 	close(o->u.fd.fd);
+	d->fds_held--;
+	o->owner->fds_held--;
 	handle_free(d, o);
 	obj_unlink(o);
 }
@@ -504,11 +582,11 @@ static int do_create_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 
 	if (cqe < 1 || cqe > SR_MAX_CQE)
 		return -EINVAL;
-	if (req->u.cq.channel_fd_id) {
+	if (!event_fd_ok(d, c, req->u.cq.channel_fd_id) ||
+	    !event_fd_ok(d, c, req->u.cq.async_fd_id))
+		return -EINVAL;
+	if (req->u.cq.channel_fd_id)
 		ch = owned(d, c, SR_OBJ_FD, req->u.cq.channel_fd_id);
-		if (!ch || ch->u.fd.kind != SR_FD_EVENT)
-			return -EINVAL;
-	}
 	cnt = roundup_pow2(cqe + 1);
 	ring = align64(sizeof(*cq));
 	size = ring + (uint64_t)cnt * sizeof(struct sr_cqe);
@@ -534,6 +612,7 @@ static int do_create_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 	cq->handle = o->handle;
 	cq->owner_pid = c->pid;
 	cq->ring_off = off + ring;
+	o->u.shm.cqe_cnt = cnt;
 	ret = sr_shm_lock_init(&cq->lock);
 	if (ret)
 		sr_warn("cq mutex init: %d", ret);
@@ -562,10 +641,13 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 	cq = sr_arena_at(d->arena, o->u.shm.off);
 	cnt = roundup_pow2(cqe + 1);
 	size = (uint64_t)cnt * sizeof(struct sr_cqe);
+	if (lock_all(&(struct sr_lock *){&cq->lock}, 1))
+		return SR_RETRY;
 	off = sr_heap_alloc(d, size, &got);
-	if (!off)
+	if (!off) {
+		sr_shm_unlock(&cq->lock);
 		return -ENOMEM;
-	sr_shm_lock(&cq->lock);
+	}
 	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
 	cons = atomic_load_explicit(&cq->cons, memory_order_relaxed);
 	pending = prod - cons;
@@ -574,15 +656,21 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 		sr_heap_free(d, off, got);
 		return -EINVAL;
 	}
-	old = sr_arena_ptr(d->arena, cq->ring_off);
+	/* the ring as the daemon made it, not as the arena says now: the
+	 * copy stays inside it whatever prod and cons read */
+	old = sr_arena_at(d->arena, o->u.shm.ring_off ? o->u.shm.ring_off
+						      : o->u.shm.off + align64(sizeof(*cq)));
 	nr = sr_arena_ptr(d->arena, off);
 	for (uint32_t i = 0; i < pending; i++) {
-		nr[i] = old[(cons + i) & (cq->cqe_cnt - 1)];
+		nr[i] = old[(cons + i) & (o->u.shm.cqe_cnt - 1)];
 		atomic_store_explicit(&nr[i].seq, i + 1, memory_order_relaxed);
 	}
 	/* the old ring lives in the first chunk (after the header) unless already resized */
-	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
-		sr_heap_free(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
+	if (o->u.shm.ring_off)
+		sr_heap_free(d, o->u.shm.ring_off,
+			     (uint64_t)o->u.shm.cqe_cnt * sizeof(struct sr_cqe));
+	o->u.shm.ring_off = off;
+	o->u.shm.cqe_cnt = cnt;
 	cq->ring_off = off;
 	cq->cqe_cnt = cnt;
 	cq->max_cqe = cnt - 1;
@@ -597,10 +685,9 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 
 static void cq_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
-	struct sr_cq_shm *cq = sr_arena_at(d->arena, o->u.shm.off);
-
-	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
-		sr_heap_free_later(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
+	if (o->u.shm.ring_off)
+		sr_heap_free_later(d, o->u.shm.ring_off,
+				   (uint64_t)o->u.shm.cqe_cnt * sizeof(struct sr_cqe));
 	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size);
 	handle_free(d, o);
 	obj_unlink(o);
@@ -645,7 +732,7 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	uint64_t off, got, hdr;
 	int64_t idx;
 
-	if (!pd)
+	if (!pd || !event_fd_ok(d, c, req->u.srq.async_fd_id))
 		return -EINVAL;
 	if (!max_wr || max_wr > SR_MAX_SRQ_WR || sge > SR_MAX_SGE || req->u.srq.srq_limit > max_wr)
 		return -EINVAL;
@@ -734,7 +821,8 @@ static int do_modify_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	if (mask & IBV_SRQ_LIMIT) {
 		if (req->u.srq.srq_limit > srq->rq.max_wr)
 			return -EINVAL;
-		sr_shm_lock(&srq->lock);
+		if (lock_all(&(struct sr_lock *){&srq->lock}, 1))
+			return SR_RETRY;
 		srq->rq.limit = req->u.srq.srq_limit;
 		atomic_store_explicit(&srq->limit_armed, srq->rq.limit != 0, memory_order_release);
 		sr_shm_unlock(&srq->lock);
@@ -771,7 +859,7 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 
 	if (r->type != IBV_QPT_RC && r->type != IBV_QPT_UC && r->type != IBV_QPT_UD)
 		return -EOPNOTSUPP;
-	if (!pd || !scq || !rcq)
+	if (!pd || !scq || !rcq || !event_fd_ok(d, c, r->async_fd_id))
 		return -EINVAL;
 	if (r->srqn) {
 		srq = owned(d, c, SR_OBJ_SRQ, r->srqn);
@@ -906,9 +994,8 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	if (mask & IBV_QP_CAP)
 		return -EINVAL; /* resizing a QP's queues is not supported */
 
-	sr_shm_lock(&qp->sq_lock);
-	sr_shm_lock(&qp->rq_lock);
-	sr_shm_lock(&qp->rq.prod_lock);
+	if (lock_all((struct sr_lock *[]){&qp->sq_lock, &qp->rq_lock, &qp->rq.prod_lock}, 3))
+		return SR_RETRY;
 	if (mask & IBV_QP_PKEY_INDEX)
 		qp->pkey_index = a.pkey_index;
 	if (mask & IBV_QP_PORT)
@@ -1124,11 +1211,11 @@ static int send_status(struct sr_daemon *d, struct sr_client *c, struct sr_rep *
 		return -ENOMEM;
 	rep->status = 0;
 	rep->u.status.len = len;
-	ret = sr_msg_send(c->sock, rep, sizeof(*rep), NULL, 0);
+	ret = sr_client_send(c, rep, sizeof(*rep), NULL, 0);
 	for (size_t off = 0; !ret && off < len; off += SR_STATUS_CHUNK) {
 		size_t n = len - off < SR_STATUS_CHUNK ? len - off : SR_STATUS_CHUNK;
 
-		ret = sr_msg_send(c->sock, text + off, n, NULL, 0);
+		ret = sr_client_send(c, text + off, n, NULL, 0);
 	}
 	free(text);
 	return ret;
@@ -1136,8 +1223,11 @@ static int send_status(struct sr_daemon *d, struct sr_client *c, struct sr_rep *
 
 /*
  * The one way of turning a client away: a reply that carries the reason and
- * nothing else (no descriptor, no device, no state), after which main.c
- * closes the connection.  The client's library prints why (daemon_link.c).
+ * nothing else (no descriptor, no device, no state), after which client.c
+ * drops the connection.  The client's library prints why (daemon_link.c).
+ * Sent without waiting (the client's first request: its socket is empty);
+ * a refusal the socket has no room for is lost, not queued, as the
+ * connection closes at once.
  */
 static void refuse(struct sr_daemon *d, struct sr_client *c, enum sr_refusal why, int status)
 {
@@ -1150,13 +1240,13 @@ static void refuse(struct sr_daemon *d, struct sr_client *c, enum sr_refusal why
 	rep.u.refused.daemon_uid = (uint32_t)d->uid;
 	rep.u.refused.client_uid = (uint32_t)c->uid;
 	rep.u.refused.client_pid = (uint32_t)c->pid;
-	if (sr_msg_send(c->sock, &rep, sizeof(rep), NULL, 0))
+	if (sr_msg_try_send(c->sock, &rep, sizeof(rep), NULL, 0))
 		sr_dbg("refusal to pid %d lost", (int)c->pid);
 	c->refused = true;
 }
 
-void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
-		       int nfds)
+int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		      int nfds)
 {
 	struct sr_rep rep;
 	int out_fds[SR_MR_MAX_SEGS];
@@ -1169,18 +1259,32 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		sr_warn("refusing %s (pid %d, uid %d): not this daemon's user (uid %u)", c->comm,
 			(int)c->pid, (int)c->uid, (unsigned)d->uid);
 		refuse(d, c, SR_REFUSED_UID, -EACCES);
+		ret = 0; /* answered: never deferred */
 		goto out;
 	}
 	if (req->op != SR_OP_HELLO && !c->id) {
 		ret = -EPROTO;
 		goto reply;
 	}
+	/* A monitor (softrdma status) was let in without the pid check and
+	 * counts for neither the idle exit nor the status listing: it may
+	 * only look.  HELLO is once per connection: a second one could turn a
+	 * client holding resources into a monitor. */
+	if (c->monitor && req->op != SR_OP_STATUS && req->op != SR_OP_HELLO) {
+		ret = -EPERM;
+		goto reply;
+	}
 	switch (req->op) {
 	case SR_OP_HELLO:
+		if (c->id) {
+			ret = -EPROTO;
+			break;
+		}
 		if (req->u.hello.version != SR_PROTO_VERSION) {
 			sr_warn("refusing %s (pid %d): protocol %u, this daemon speaks %u", c->comm,
 				(int)c->pid, req->u.hello.version, SR_PROTO_VERSION);
 			refuse(d, c, SR_REFUSED_VERSION, -EPROTO);
+			ret = 0;
 			goto out;
 		}
 		/* Locks and reader slots in the arena name processes by pid
@@ -1192,6 +1296,7 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 				"it needs a softrdmad of its own",
 				c->comm, req->u.hello.pid, (unsigned)c->pid);
 			refuse(d, c, SR_REFUSED_PIDNS, -EXDEV);
+			ret = 0;
 			goto out;
 		}
 		c->id = ++d->next_client_id;
@@ -1205,6 +1310,7 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 	case SR_OP_STATUS:
 		if (send_status(d, c, &rep))
 			sr_warn("client %u: status reply failed", c->id);
+		ret = 0;
 		goto out;
 	case SR_OP_REG_FD:
 		ret = do_reg_fd(d, c, req, fds, nfds, &rep);
@@ -1287,15 +1393,18 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		ret = -EOPNOTSUPP;
 	}
 reply:
+	if (ret == SR_RETRY)
+		goto out; /* these requests take no descriptors */
 	rep.status = ret;
 	if (ret)
 		nout = 0;
-	if (sr_msg_send(c->sock, &rep, sizeof(rep), out_fds, nout))
+	if (sr_client_send(c, &rep, sizeof(rep), out_fds, nout))
 		sr_dbg("client %u: reply lost", c->id);
 out:
 	for (int i = 0; i < nfds; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	return ret == SR_RETRY ? SR_RETRY : 0;
 }
 
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
@@ -1318,12 +1427,28 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 
 /* ---- timers ---- */
 
+/*
+ * Signals a completion channel or async event fd for a process that is not
+ * running its data path.  Only an event fd, and never waiting: the daemon
+ * serves every client from one thread, and a write to an eventfd whose
+ * counter is at its maximum (2^64 - 2 events nobody read) blocks until its
+ * owner reads.  Such an event is dropped, for an owner that was not reading
+ * anyway.
+ */
 static void daemon_signal(void *arg, uint32_t fd_id)
 {
 	struct sr_obj *f = sr_obj_lookup(arg, SR_OBJ_FD, fd_id);
+	struct pollfd p;
 	uint64_t one = 1;
 
-	if (f && write(f->u.fd.fd, &one, sizeof(one)) < 0)
+	if (!f || f->u.fd.kind != SR_FD_EVENT)
+		return;
+	p = (struct pollfd){.fd = f->u.fd.fd, .events = POLLOUT};
+	if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) {
+		sr_dbg("signal fd %u: no room, event dropped", fd_id);
+		return;
+	}
+	if (write(f->u.fd.fd, &one, sizeof(one)) < 0)
 		sr_dbg("signal fd %u: %m", fd_id);
 }
 
