@@ -14,7 +14,9 @@
  *
  * The move write-protects the pages so that other threads' writes to them
  * (a malloc neighbour on the first or last page) wait and land in the new
- * pages (pagemove.c).  The new pages keep the protection of the old ones.
+ * pages (pagemove.c).  The new pages keep the protection of the old ones, and
+ * a region that is not writable cannot be registered for writing (EFAULT, as
+ * the kernel's pinning with FOLL_WRITE).
  *
  * Limits (docs/architecture.md): private anonymous state (e.g. a MAP_SHARED
  * file mapping) is not preserved; private file mappings move unprotected.
@@ -407,6 +409,12 @@ static int mr_get_backings(struct sr_mr *mr, uintptr_t addr, size_t len, const s
 #define SR_ACCESS_SUPPORTED                                                                        \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
+/* What needs writable pages: the kernel's ib_access_writable(), which makes
+ * ib_umem_get() pin with FOLL_WRITE (binding a window can grant writes). */
+#define SR_ACCESS_WRITABLE                                                                         \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC |             \
+	 IBV_ACCESS_MW_BIND)
+
 static int check_access(unsigned int access)
 {
 	access &= ~IBV_ACCESS_OPTIONAL_RANGE; /* optional bits may be ignored by definition */
@@ -418,6 +426,19 @@ static int check_access(unsigned int access)
 	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(access & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
+	return 0;
+}
+
+/* The pages must be mapped and readable, and writable for write access:
+ * what pinning them checks in the kernel (EFAULT otherwise). */
+static int check_pages(const struct sr_vma *vmas, unsigned n, unsigned int access)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (!(vmas[i].prot & PROT_READ))
+			return -EFAULT;
+		if ((access & SR_ACCESS_WRITABLE) && !(vmas[i].prot & PROT_WRITE))
+			return -EFAULT;
+	}
 	return 0;
 }
 
@@ -444,6 +465,8 @@ static int mr_register(struct ibv_pd *pd, struct sr_mr *mr, void *addr, size_t l
 	pthread_once(&sr_fork_once, watch_fork);
 	pthread_mutex_lock(&sr_backing_lock);
 	ret = sr_vmas_get(a & ~(ps - 1), (a + length + ps - 1) & ~(ps - 1), &vmas, &nv);
+	if (!ret)
+		ret = check_pages(vmas, nv, access);
 	if (!ret)
 		ret = mr_get_backings(mr, a, length, vmas, nv);
 	free(vmas);
