@@ -49,9 +49,10 @@ struct sr_obj {
 		} fd;
 		struct {
 			uint64_t addr, length, iova;
+			uint64_t reg_seq;
 			uint32_t access;
 			uint32_t nsegs;
-			struct sr_mr_seg segs[SR_MR_MAX_SEGS];
+			struct sr_mr_seg *segs; /* malloc'd */
 		} mr;
 		struct {
 			uint64_t off;
@@ -74,7 +75,9 @@ struct sr_client {
 	uint32_t id;
 	bool monitor;
 	char comm[32];
-	struct sr_obj *objs; /* newest first */
+	struct sr_obj *objs;	  /* newest first */
+	struct sr_mr_seg *staged; /* MR_SEGS records for the next REG_MR */
+	uint32_t nstaged;
 	struct sr_client *next;
 };
 

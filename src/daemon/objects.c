@@ -259,51 +259,92 @@ static void pd_destroy(struct sr_daemon *d, struct sr_obj *o)
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
 	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING)
 
+/* Stages segments of the next REG_MR of this client (an MR over more
+ * backings than one record carries). */
+static int do_mr_segs(struct sr_client *c, const struct sr_req *req)
+{
+	const __typeof__(req->u.mr_segs) *r = &req->u.mr_segs;
+	struct sr_mr_seg *n;
+
+	if (r->first == 0)
+		c->nstaged = 0;
+	if (r->first != c->nstaged || !r->nsegs || r->nsegs > SR_MR_SEGS_PER_REC ||
+	    r->nsegs > SR_MR_MAX_SEGS - c->nstaged)
+		return -EINVAL;
+	n = realloc(c->staged, sizeof(*n) * (c->nstaged + r->nsegs));
+	if (!n)
+		return -ENOMEM;
+	memcpy(n + c->nstaged, r->segs, sizeof(*n) * r->nsegs);
+	c->staged = n;
+	c->nstaged += r->nsegs;
+	return 0;
+}
+
 static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 		     struct sr_rep *rep)
 {
 	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
 	struct sr_obj *pd = owned(d, c, SR_OBJ_PD, r->pd);
+	struct sr_mr_seg *segs = c->staged;
+	uint32_t nsegs = r->staged + r->nsegs;
 	struct sr_key_entry e;
 	struct sr_obj *o;
 	uint64_t total = 0;
-	int ret;
+	int ret = -EINVAL;
 
+	/* the staged segments are this request's, whatever its outcome */
+	c->staged = NULL;
+	if (r->staged != c->nstaged)
+		goto out;
+	c->nstaged = 0;
 	if (!pd)
-		return -EINVAL;
+		goto out;
 	if (r->access & ~SR_ACCESS_ALL)
-		return -EINVAL;
+		goto out;
 	/* IBTA 10.6.3.1 (C10-26): remote write or atomic requires local write */
 	if ((r->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(r->access & IBV_ACCESS_LOCAL_WRITE))
-		return -EINVAL;
-	if (!r->length || r->length > SR_MAX_MR_SIZE || !r->nsegs || r->nsegs > SR_MR_MAX_SEGS)
-		return -EINVAL;
-	for (uint32_t i = 0; i < r->nsegs; i++) {
+		goto out;
+	if (!r->length || r->length > SR_MAX_MR_SIZE || !nsegs || r->nsegs > SR_MR_SEGS_PER_REC ||
+	    nsegs > SR_MR_MAX_SEGS)
+		goto out;
+	ret = -ENOMEM;
+	{
+		struct sr_mr_seg *all = realloc(segs, sizeof(*segs) * nsegs);
+
+		if (!all)
+			goto out;
+		segs = all;
+	}
+	memcpy(segs + r->staged, r->segs, sizeof(*segs) * r->nsegs);
+	ret = -EINVAL;
+	for (uint32_t i = 0; i < nsegs; i++) {
 		/* any context of the same process may have registered the pages */
-		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, r->segs[i].fd_id);
+		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, segs[i].fd_id);
 
 		if (!f || f->owner->pid != c->pid || f->u.fd.kind != SR_FD_MEM)
-			return -EINVAL;
-		total += r->segs[i].len;
+			goto out;
+		total += segs[i].len;
 	}
 	if (total < r->length)
-		return -EINVAL;
+		goto out;
+	ret = -ENOMEM;
 	o = obj_new(c, SR_OBJ_MR);
 	if (!o)
-		return -ENOMEM;
+		goto out;
 	ret = key_alloc(d, o);
 	if (ret) {
 		obj_unlink(o);
-		return ret;
+		goto out;
 	}
 	obj_hold(o, pd);
 	o->u.mr.addr = r->addr;
 	o->u.mr.length = r->length;
 	o->u.mr.iova = r->iova;
 	o->u.mr.access = r->access;
-	o->u.mr.nsegs = r->nsegs;
-	memcpy(o->u.mr.segs, r->segs, sizeof(r->segs[0]) * r->nsegs);
+	o->u.mr.nsegs = nsegs;
+	o->u.mr.segs = segs;
+	segs = NULL;
 
 	memset(&e, 0, sizeof(e));
 	e.key = o->handle;
@@ -315,41 +356,58 @@ static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 	e.length = r->length;
 	e.addr = r->addr;
 	e.reg_seq = atomic_fetch_add(&((struct sr_arena_hdr *)d->arena)->reg_seq, 1) + 1;
+	o->u.mr.reg_seq = e.reg_seq;
 	key_publish(key_entry(d, o->handle), &e);
 	rep->handle = o->handle;
 	rep->u.mr.lkey = rep->u.mr.rkey = o->handle;
-	return 0;
+	ret = 0;
+out:
+	free(segs);
+	c->nstaged = 0;
+	return ret;
 }
 
 static void mr_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
 	key_free(d, o);
+	free(o->u.mr.segs);
 	obj_unlink(o);
 }
 
 /* Hands the memfds behind a key's MR to any client that must reach it
- * (the initiator of a one-sided operation, or a SEND's executor). */
+ * (the initiator of a one-sided operation, or a SEND's executor), at most
+ * SR_MR_SEGS_PER_REC per request. */
 static int do_mr_map(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 		     struct sr_rep *rep, int *out_fds, int *nout)
 {
 	struct sr_obj *o = sr_obj_lookup(d, SR_OBJ_MR, req->handle);
+	uint32_t first = req->u.mr_map.first, count;
 
 	if (!o)
 		return -ENOENT;
+	if (first >= o->u.mr.nsegs)
+		return -EINVAL;
+	count = o->u.mr.nsegs - first;
+	if (count > SR_MR_SEGS_PER_REC)
+		count = SR_MR_SEGS_PER_REC;
 	rep->u.mr_map.iova = o->u.mr.iova;
 	rep->u.mr_map.length = o->u.mr.length;
+	rep->u.mr_map.reg_seq = o->u.mr.reg_seq;
 	rep->u.mr_map.owner_pid = o->owner->pid;
 	rep->u.mr_map.nsegs = o->u.mr.nsegs;
-	for (uint32_t i = 0; i < o->u.mr.nsegs; i++) {
-		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, o->u.mr.segs[i].fd_id);
+	rep->u.mr_map.first = first;
+	rep->u.mr_map.count = count;
+	for (uint32_t i = 0; i < count; i++) {
+		const struct sr_mr_seg *s = &o->u.mr.segs[first + i];
+		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, s->fd_id);
 
 		if (!f)
 			return -ENOENT;
-		rep->u.mr_map.segs[i] = o->u.mr.segs[i];
+		rep->u.mr_map.segs[i] = *s;
 		rep->u.mr_map.segs[i].fd_id = i;
 		out_fds[i] = f->u.fd.fd;
 	}
-	*nout = o->u.mr.nsegs;
+	*nout = count;
 	rep->handle = o->handle;
 	return 0;
 }
@@ -1009,7 +1067,7 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		       int nfds)
 {
 	struct sr_rep rep;
-	int out_fds[SR_MR_MAX_SEGS];
+	int out_fds[SR_MR_SEGS_PER_REC];
 	int nout = 0, ret;
 
 	memset(&rep, 0, sizeof(rep));
@@ -1067,6 +1125,9 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		break;
 	case SR_OP_DEALLOC_PD:
 		ret = do_destroy(d, c, SR_OBJ_PD, req->handle);
+		break;
+	case SR_OP_MR_SEGS:
+		ret = do_mr_segs(c, req);
 		break;
 	case SR_OP_REG_MR:
 		ret = do_reg_mr(d, c, req, &rep);
@@ -1139,6 +1200,9 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 		obj_destroy(d, c->objs);
 		n++;
 	}
+	free(c->staged);
+	c->staged = NULL;
+	c->nstaged = 0;
 	if (n)
 		sr_info("client %u (pid %d) gone: reclaimed %u objects", c->id, (int)c->pid, n);
 	/* its last connection: no thread of it can be inside the data path

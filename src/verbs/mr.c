@@ -442,12 +442,41 @@ static int check_pages(const struct sr_vma *vmas, unsigned n, unsigned int acces
 	return 0;
 }
 
+/* Sends the segments of an MR: all but the last record's worth staged by
+ * MR_SEGS requests, the rest in REG_MR itself. */
+static int send_reg_mr(struct sr_context *ctx, struct sr_req *req, const struct sr_mr_seg *segs,
+		       unsigned n, struct sr_rep *rep)
+{
+	unsigned staged =
+	    n > SR_MR_SEGS_PER_REC ? (n - 1) / SR_MR_SEGS_PER_REC * SR_MR_SEGS_PER_REC : 0;
+	int ret;
+
+	for (unsigned first = 0; first < staged; first += SR_MR_SEGS_PER_REC) {
+		struct sr_req sreq;
+		struct sr_rep srep;
+
+		memset(&sreq, 0, sizeof(sreq));
+		sreq.op = SR_OP_MR_SEGS;
+		sreq.u.mr_segs.first = first;
+		sreq.u.mr_segs.nsegs = SR_MR_SEGS_PER_REC;
+		memcpy(sreq.u.mr_segs.segs, segs + first, sizeof(*segs) * SR_MR_SEGS_PER_REC);
+		ret = sr_ctx_request(ctx, &sreq, &srep, NULL, 0, NULL, NULL);
+		if (ret)
+			return ret;
+	}
+	req->u.reg_mr.staged = staged;
+	req->u.reg_mr.nsegs = n - staged;
+	memcpy(req->u.reg_mr.segs, segs + staged, sizeof(*segs) * (n - staged));
+	return sr_ctx_request(ctx, req, rep, NULL, 0, NULL, NULL);
+}
+
 /* Registers [addr, addr+length) into `mr` (already allocated). */
 static int mr_register(struct ibv_pd *pd, struct sr_mr *mr, void *addr, size_t length,
 		       uint64_t iova, unsigned int access)
 {
 	struct sr_context *ctx = to_sctx(pd->context);
 	uintptr_t a = (uintptr_t)addr, ps = page_size();
+	struct sr_mr_seg *segs = NULL;
 	struct sr_vma *vmas = NULL;
 	struct sr_req req;
 	struct sr_rep rep;
@@ -472,14 +501,10 @@ static int mr_register(struct ibv_pd *pd, struct sr_mr *mr, void *addr, size_t l
 	free(vmas);
 	if (ret)
 		goto out;
-	memset(&req, 0, sizeof(req));
-	req.op = SR_OP_REG_MR;
-	req.u.reg_mr.pd = to_spd(pd)->handle;
-	req.u.reg_mr.access = access;
-	req.u.reg_mr.addr = a;
-	req.u.reg_mr.length = length;
-	req.u.reg_mr.iova = access & IBV_ACCESS_ZERO_BASED ? 0 : iova;
-	for (unsigned i = 0; i < mr->nbacking && covered < length; i++) {
+	segs = calloc(mr->nbacking, sizeof(*segs));
+	if (!segs)
+		ret = -ENOMEM;
+	for (unsigned i = 0; !ret && i < mr->nbacking && covered < length; i++) {
 		struct sr_backing *b = mr->backing[i];
 		uintptr_t s = a + covered;
 		uint64_t seg = b->end - s;
@@ -487,20 +512,28 @@ static int mr_register(struct ibv_pd *pd, struct sr_mr *mr, void *addr, size_t l
 		if (seg > length - covered)
 			seg = length - covered;
 		if (n == SR_MR_MAX_SEGS) {
-			ret = -ENOMEM; /* too fragmented by earlier registrations */
+			ret = -ENOMEM; /* the device's limit, SR_MR_MAX_SEGS */
 			break;
 		}
-		ret = backing_fd_id(b, ctx, &req.u.reg_mr.segs[n].fd_id);
+		ret = backing_fd_id(b, ctx, &segs[n].fd_id);
 		if (ret)
 			break;
-		req.u.reg_mr.segs[n].fd_off = s - b->start;
-		req.u.reg_mr.segs[n].len = seg;
+		segs[n].fd_off = s - b->start;
+		segs[n].len = seg;
 		n++;
 		covered += seg;
 	}
-	req.u.reg_mr.nsegs = n;
-	if (!ret)
-		ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (!ret) {
+		memset(&req, 0, sizeof(req));
+		req.op = SR_OP_REG_MR;
+		req.u.reg_mr.pd = to_spd(pd)->handle;
+		req.u.reg_mr.access = access;
+		req.u.reg_mr.addr = a;
+		req.u.reg_mr.length = length;
+		req.u.reg_mr.iova = access & IBV_ACCESS_ZERO_BASED ? 0 : iova;
+		ret = send_reg_mr(ctx, &req, segs, n, &rep);
+	}
+	free(segs);
 	if (ret) {
 		mr_put_backings(mr);
 		goto out;
