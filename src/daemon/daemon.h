@@ -49,9 +49,10 @@ struct sr_obj {
 		} fd;
 		struct {
 			uint64_t addr, length, iova;
+			uint64_t reg_seq;
 			uint32_t access;
 			uint32_t nsegs;
-			struct sr_mr_seg segs[SR_MR_MAX_SEGS];
+			struct sr_mr_seg *segs; /* malloc'd */
 		} mr;
 		struct {
 			uint64_t off;
@@ -96,6 +97,8 @@ struct sr_client {
 	/* A request waiting for arena locks (SR_RETRY), run again every poll
 	 * round; meanwhile no more of its requests are read either. */
 	struct sr_req *deferred;
+	struct sr_mr_seg *staged; /* MR_SEGS records for the next REG_MR or REREG_MR */
+	uint32_t nstaged;
 	struct sr_client *next;
 };
 
