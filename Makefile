@@ -5,9 +5,12 @@ JOBS ?= $(shell nproc)
 DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev zlib1g-dev
 DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace \
 	python3-scapy tshark ethtool
+# the control-socket fuzzer (tests/fuzz): clang and its libFuzzer runtime
+DEB_FUZZ = clang libclang-rt-14-dev
+FUZZ_TIME ?= 1800
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-sanitizers clean format
+.PHONY: all deps build demo test test-sanitizers fuzz clean format
 
 all: build
 
@@ -41,6 +44,12 @@ test-sanitizers: deps
 	cmake -S . -B $(BUILD)-tsan -DSOFTRDMA_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build $(BUILD)-tsan -j$(JOBS)
 	cd $(BUILD)-tsan && ctest --output-on-failure -L sanitize
+
+# The control-socket fuzzer for FUZZ_TIME seconds (default 1800), niced,
+# FUZZ_ARGS passed to libFuzzer (e.g. -jobs=1); `make test` runs it for
+# 60 s.  Crashes land in $(BUILD)/fuzz/artifacts.
+fuzz: build
+	nice -n 10 tests/fuzz/run.sh $(BUILD) fuzz $(FUZZ_TIME) $(FUZZ_ARGS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

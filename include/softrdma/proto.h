@@ -31,10 +31,15 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 2u
+#define SR_PROTO_VERSION 3u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
-#define SR_MR_MAX_SEGS	 32
+/* An MR is a list of segments, one per memfd backing it spans (earlier
+ * registrations' page runs and the gaps between them).  A record carries
+ * SR_MR_SEGS_PER_REC of them: REG_MR takes the ones MR_SEGS records staged
+ * before it, and MR_MAP hands them out from a given index on. */
+#define SR_MR_SEGS_PER_REC 32
+#define SR_MR_MAX_SEGS	   (1u << 16)
 
 enum sr_op {
 	SR_OP_HELLO = 1,
@@ -60,7 +65,9 @@ enum sr_op {
 	SR_OP_ATTACH_MCAST,
 	SR_OP_DETACH_MCAST,
 	SR_OP_STATUS,
-	SR_OP_REREG_MR, /* handle: the key; u.reg_mr, nsegs 0 keeps the pages */
+	SR_OP_REREG_MR, /* handle: the key; u.reg_mr as REG_MR (MR_SEGS first); no segments keep the
+			   pages */
+	SR_OP_MR_SEGS,
 	SR_OP_MAX
 };
 
@@ -179,10 +186,18 @@ struct sr_req {
 			uint64_t addr;
 			uint64_t length;
 			uint64_t iova;
-			uint32_t nsegs;
-			uint32_t pad;
-			struct sr_mr_seg segs[SR_MR_MAX_SEGS];
+			uint32_t nsegs;	 /* in this record, after the staged ones */
+			uint32_t staged; /* staged by MR_SEGS before, 0 if none */
+			struct sr_mr_seg segs[SR_MR_SEGS_PER_REC];
 		} reg_mr;
+		struct {
+			uint32_t first; /* index of segs[0]: 0 starts a new list */
+			uint32_t nsegs;
+			struct sr_mr_seg segs[SR_MR_SEGS_PER_REC];
+		} mr_segs;
+		struct {
+			uint32_t first; /* the segments from this index on */
+		} mr_map;
 		struct {
 			uint32_t cqe;
 			uint32_t channel_fd_id;
@@ -247,9 +262,11 @@ struct sr_rep {
 			uint64_t iova, length;
 			uint64_t reg_seq; /* registration number of these pages */
 			uint32_t owner_pid;
-			uint32_t nsegs;
-			struct sr_mr_seg
-			    segs[SR_MR_MAX_SEGS]; /* fd_id replaced by the order of passed fds */
+			uint32_t nsegs; /* of the MR */
+			uint32_t first; /* index of segs[0] */
+			uint32_t count; /* segments (and fds) in this record */
+			struct sr_mr_seg segs[SR_MR_SEGS_PER_REC]; /* fd_id replaced by the order of
+								      passed fds */
 		} mr_map;
 		struct {
 			uint64_t off; /* arena offset of struct sr_cq_shm */

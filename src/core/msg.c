@@ -9,7 +9,7 @@
 
 #include "core/msg.h"
 
-int sr_msg_send(int sock, const void *buf, size_t len, const int *fds, int nfds)
+static int send_record(int sock, const void *buf, size_t len, const int *fds, int nfds, int flags)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * SR_MSG_MAX_FDS)];
@@ -33,13 +33,23 @@ int sr_msg_send(int sock, const void *buf, size_t len, const int *fds, int nfds)
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	}
 	for (;;) {
-		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL | flags);
 
 		if (n >= 0)
 			return n == (ssize_t)len ? 0 : -EMSGSIZE;
 		if (errno != EINTR)
 			return -errno;
 	}
+}
+
+int sr_msg_send(int sock, const void *buf, size_t len, const int *fds, int nfds)
+{
+	return send_record(sock, buf, len, fds, nfds, 0);
+}
+
+int sr_msg_try_send(int sock, const void *buf, size_t len, const int *fds, int nfds)
+{
+	return send_record(sock, buf, len, fds, nfds, MSG_DONTWAIT);
 }
 
 long sr_msg_recv(int sock, void *buf, size_t len, int *fds, int *nfds)

@@ -11,6 +11,8 @@
 
 /* Returns 0 or -errno. */
 int sr_msg_send(int sock, const void *buf, size_t len, const int *fds, int nfds);
+/* The same, never blocking: -EAGAIN when the socket has no room. */
+int sr_msg_try_send(int sock, const void *buf, size_t len, const int *fds, int nfds);
 /* Returns bytes received (0 = peer closed) or -errno; *nfds in: capacity,
  * out: number received.  Received fds are O_CLOEXEC. */
 long sr_msg_recv(int sock, void *buf, size_t len, int *fds, int *nfds);

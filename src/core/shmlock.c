@@ -81,3 +81,17 @@ void sr_shm_lock_slow(struct sr_lock *l, uint32_t me)
 		}
 	}
 }
+
+int sr_shm_lock_nowait(struct sr_lock *l)
+{
+	uint32_t h;
+
+	if (!sr_shm_trylock(l))
+		return 0;
+	h = atomic_load_explicit(&l->holder, memory_order_relaxed);
+	if (h && holder_dead(h) &&
+	    atomic_compare_exchange_strong_explicit(&l->holder, &h, sr_thread_id(),
+						    memory_order_acquire, memory_order_relaxed))
+		return 0;
+	return EBUSY;
+}

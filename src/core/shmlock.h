@@ -60,6 +60,10 @@ static inline int sr_shm_trylock(struct sr_lock *l)
 		   : EBUSY;
 }
 
+/* For who must never wait (the daemon): 0 if taken, free or from a holder
+ * that died, EBUSY while a live thread holds it. */
+int sr_shm_lock_nowait(struct sr_lock *l);
+
 static inline void sr_shm_unlock(struct sr_lock *l)
 {
 	atomic_store_explicit(&l->holder, 0, memory_order_release);

@@ -49,13 +49,20 @@ struct sr_obj {
 		} fd;
 		struct {
 			uint64_t addr, length, iova;
+			uint64_t reg_seq;
 			uint32_t access;
 			uint32_t nsegs;
-			struct sr_mr_seg segs[SR_MR_MAX_SEGS];
+			struct sr_mr_seg *segs; /* malloc'd */
 		} mr;
 		struct {
 			uint64_t off;
 			uint64_t size;
+			/* CQ: its ring, kept here because any process of the
+			 * user can write the arena and the heap's bookkeeping
+			 * must not follow: the ring's chunk once resized (0:
+			 * inside the first chunk) and its entry count */
+			uint64_t ring_off;
+			uint32_t cqe_cnt;
 		} shm; /* CQ, QP, SRQ: heap chunk */
 		struct {
 			uint32_t type;
@@ -68,6 +75,8 @@ struct sr_obj {
 	} u;
 };
 
+struct sr_reply;
+
 struct sr_client {
 	int sock;
 	pid_t pid;
@@ -76,10 +85,20 @@ struct sr_client {
 	bool monitor;
 	bool internal; /* the daemon's own RoCEv2 engine (engine.c) */
 	bool foreign;  /* another uid (or unknown): refused at its first request */
-	bool refused;  /* refusal sent: main.c closes the connection */
+	bool refused;  /* refusal sent: client.c drops the connection */
 	uint64_t since_ms;
+	bool broken;	   /* a reply was lost: dropped once its request is done */
+	uint32_t fds_held; /* descriptors it registered (REG_FD) */
 	char comm[32];
 	struct sr_obj *objs; /* newest first */
+	/* Replies its socket had no room for, oldest first (client.c).  While
+	 * there are any, the daemon reads no more of its requests. */
+	struct sr_reply *out, **out_tail;
+	/* A request waiting for arena locks (SR_RETRY), run again every poll
+	 * round; meanwhile no more of its requests are read either. */
+	struct sr_req *deferred;
+	struct sr_mr_seg *staged; /* MR_SEGS records for the next REG_MR or REREG_MR */
+	uint32_t nstaged;
 	struct sr_client *next;
 };
 
@@ -93,6 +112,12 @@ struct sr_daemon {
 	struct sr_client *clients;
 	uint32_t next_client_id;
 	int idle_timeout_s;
+	/* Descriptors clients registered (REG_FD), and how many they may: the
+	 * rest of RLIMIT_NOFILE stays for client sockets and queued replies,
+	 * and one process may hold half of the budget, so that a process
+	 * hoarding descriptors locks neither new clients nor others out. */
+	uint32_t fds_held, fds_budget;
+	uint64_t accept_paused_until; /* ms: out of descriptors at accept */
 
 	struct sr_idalloc ids[SR_OBJ_KINDS]; /* PD, CQ, FD, AH, MCAST handles */
 	struct sr_idalloc qpn_ids, srqn_ids, key_ids;
@@ -129,11 +154,41 @@ void sr_heap_fini(struct sr_daemon *d);
 /* objects.c: request handlers and teardown */
 int sr_objects_init(struct sr_daemon *d);
 void sr_objects_fini(struct sr_daemon *d);
-void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
-		       int nfds);
+/* Handles one request and replies, or returns SR_RETRY without replying:
+ * an arena lock it needs is held (objects.c), run it again later. */
+#define SR_RETRY 1
+int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		      int nfds);
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
 struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
 bool sr_daemon_tick(struct sr_daemon *d);
+
+/* client.c: one connection (main.c's poll loop and the fuzzer call these) */
+/* A connection of process pid running as uid: one of another uid than the
+ * daemon's is foreign (refused at its first request).  NULL (the caller
+ * closes sock) without memory, or when SR_FOREIGN_MAX foreign connections
+ * wait already. */
+struct sr_client *sr_client_add(struct sr_daemon *d, int sock, pid_t pid, uid_t uid);
+/* Drops foreign connections that sent no request for SR_FOREIGN_WAIT_MS. */
+void sr_client_drop_silent_foreign(struct sr_daemon *d);
+/* Reclaims everything the client holds, closes its socket, frees it. */
+void sr_client_drop(struct sr_daemon *d, struct sr_client *c);
+/* Receives one record from the client's socket and dispatches it. */
+int sr_client_serve(struct sr_daemon *d, struct sr_client *c);
+/* Sends a reply record without ever blocking: what the socket has no room
+ * for waits in c->out.  0, or -errno (the client is then broken). */
+int sr_client_send(struct sr_client *c, const void *buf, size_t len, const int *fds, int nfds);
+/* Sends what waits in c->out, as far as the socket takes it.  Returns 0,
+ * or -1 when the client was dropped (its socket failed). */
+int sr_client_flush(struct sr_daemon *d, struct sr_client *c);
+/* Runs c->deferred again.  Returns 0, or -1 when the client was dropped. */
+int sr_client_retry(struct sr_daemon *d, struct sr_client *c);
+/* Dispatches one received record: n bytes of buf as sr_msg_recv returned
+ * them (<= 0: the socket closed or failed) with the nfds descriptors that
+ * came with it, which the call consumes.  Returns 0, or -1 when the client
+ * was dropped (c is freed). */
+int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, long n, int *fds,
+		     int nfds);
 
 /* status.c */
 char *sr_status_text(struct sr_daemon *d, size_t *len);

@@ -8,12 +8,12 @@
  * abstract name has no permissions): see accept_client.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -21,7 +21,6 @@
 
 #include "core/daemon_link.h"
 #include "core/log.h"
-#include "core/msg.h"
 #include "daemon/daemon.h"
 #include "engine/engine.h"
 
@@ -31,14 +30,6 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	sr_stop = 1;
-}
-
-uint64_t sr_daemon_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int listen_socket(void)
@@ -65,22 +56,6 @@ static int listen_socket(void)
 	return fd;
 }
 
-/* Another uid's connections held open at once, waiting for their first
- * request (to be refused): beyond that they are closed unanswered, and
- * after SR_FOREIGN_WAIT_MS without a request too, so another account can
- * neither run the daemon out of descriptors nor keep it from exiting. */
-#define SR_FOREIGN_MAX	   16
-#define SR_FOREIGN_WAIT_MS 1000
-
-static unsigned count_foreign(const struct sr_daemon *d)
-{
-	unsigned n = 0;
-
-	for (const struct sr_client *c = d->clients; c; c = c->next)
-		n += c->foreign;
-	return n;
-}
-
 /*
  * Every connection is let in and its credentials kept: one of another
  * effective uid (root's included, see docs/architecture.md "Trust model")
@@ -90,45 +65,26 @@ static unsigned count_foreign(const struct sr_daemon *d)
  */
 static void accept_client(struct sr_daemon *d)
 {
-	struct sr_client *c;
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
-	bool foreign = true;
-	char path[64];
-	int fd, cfd;
+	uid_t uid = (uid_t)-1; /* unknown credentials: foreign */
+	pid_t pid = 0;
+	int fd;
 
 	fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		/* out of descriptors: the connection waits in the backlog;
+		 * poll the listening socket again in 100 ms, not at once */
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			d->accept_paused_until = sr_daemon_now_ms() + 100;
 		return;
-	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) && clen == sizeof(cred))
-		foreign = cred.uid != d->uid;
-	else
-		cred = (struct ucred){.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
-	if (foreign && count_foreign(d) >= SR_FOREIGN_MAX) {
+	}
+	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) && clen == sizeof(cred)) {
+		pid = cred.pid;
+		uid = cred.uid;
+	}
+	if (!sr_client_add(d, fd, pid, uid))
 		close(fd);
-		return;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(fd);
-		return;
-	}
-	c->sock = fd;
-	c->pid = cred.pid;
-	c->uid = cred.uid;
-	c->foreign = foreign;
-	c->since_ms = sr_daemon_now_ms();
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)c->pid);
-	cfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (cfd >= 0) {
-		ssize_t n = read(cfd, c->comm, sizeof(c->comm) - 1);
-
-		if (n > 0 && c->comm[n - 1] == '\n')
-			c->comm[n - 1] = 0;
-		close(cfd);
-	}
-	c->next = d->clients;
-	d->clients = c;
 }
 
 /* The RoCEv2 engine's connection: a client like any other, served by this
@@ -140,83 +96,20 @@ static int add_engine_client(struct sr_daemon *d)
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp))
 		return -errno;
-	c = calloc(1, sizeof(*c));
+	c = sr_client_add(d, sp[0], getpid(), d->uid);
 	if (!c) {
 		close(sp[0]);
 		close(sp[1]);
 		return -ENOMEM;
 	}
-	c->sock = sp[0];
-	c->pid = getpid();
-	c->uid = geteuid();
-	c->since_ms = sr_daemon_now_ms();
 	c->internal = true;
 	snprintf(c->comm, sizeof(c->comm), "roce-engine");
-	c->next = d->clients;
-	d->clients = c;
 	ret = sr_engine_start(sp[1]);
 	if (ret) {
 		close(sp[1]);
 		sr_info("RoCEv2 engine off: %s", strerror(-ret));
 	}
 	return ret;
-}
-
-static void drop_client(struct sr_daemon *d, struct sr_client *c)
-{
-	struct sr_client **pp;
-
-	/* A client never admitted holds nothing, and its pid (another uid's,
-	 * perhaps already dead and reused) must not free anyone's reader slots. */
-	if (c->id)
-		sr_client_teardown(d, c);
-	for (pp = &d->clients; *pp; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
-	}
-	close(c->sock);
-	free(c);
-}
-
-static void serve_client(struct sr_daemon *d, struct sr_client *c)
-{
-	struct sr_req req;
-	int fds[SR_MSG_MAX_FDS];
-	int nfds = SR_MSG_MAX_FDS;
-	long n;
-
-	n = sr_msg_recv(c->sock, &req, sizeof(req), fds, &nfds);
-	if (n <= 0) {
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
-		drop_client(d, c);
-		return;
-	}
-	if ((size_t)n < offsetof(struct sr_req, u)) {
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
-		return;
-	}
-	if ((size_t)n < sizeof(req))
-		memset((char *)&req + n, 0, sizeof(req) - n);
-	sr_handle_request(d, c, &req, fds, nfds);
-	if (c->refused)
-		drop_client(d, c);
-}
-
-/* Foreign connections that never sent their first request. */
-static void drop_silent_foreign(struct sr_daemon *d)
-{
-	uint64_t now = sr_daemon_now_ms();
-	struct sr_client *c = d->clients, *next;
-
-	for (; c; c = next) {
-		next = c->next;
-		if (c->foreign && now - c->since_ms > SR_FOREIGN_WAIT_MS)
-			drop_client(d, c);
-	}
 }
 
 static bool has_resource_clients(const struct sr_daemon *d)
@@ -239,7 +132,8 @@ int main(int argc, char **argv)
 	struct sr_client **who = NULL;
 	size_t cap = 0;
 	uint64_t idle_since, last_sweep = 0;
-	bool waiting = false;
+	bool waiting = false, deferred;
+	struct rlimit rl;
 	const char *e;
 	int ret;
 
@@ -256,6 +150,12 @@ int main(int argc, char **argv)
 			usage();
 			return 2;
 		}
+	}
+	/* every client's registered memory and event fds are descriptors
+	 * here: take what the hard limit allows */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGTERM, on_signal);
@@ -298,27 +198,48 @@ int main(int argc, char **argv)
 			if (!pfd || !who)
 				return 1;
 		}
-		pfd[0] = (struct pollfd){.fd = d.listen_fd, .events = POLLIN};
+		pfd[0] = (struct pollfd){
+		    .fd = sr_daemon_now_ms() < d.accept_paused_until ? -1 : d.listen_fd,
+		    .events = POLLIN};
 		n = 1;
+		deferred = false;
 		for (struct sr_client *c = d.clients; c; c = c->next) {
-			pfd[n] = (struct pollfd){.fd = c->sock, .events = POLLIN};
+			/* replies waiting: no more requests until they are sent;
+			 * a request waiting for locks: none until it is done */
+			pfd[n] = (struct pollfd){.fd = c->sock,
+						 .events = c->out	 ? POLLOUT
+							   : c->deferred ? 0
+									 : POLLIN};
 			who[n++] = c;
+			deferred |= c->deferred != NULL;
 		}
-		ret = poll(pfd, n, waiting ? 1 : 100);
+		ret = poll(pfd, n, waiting || deferred ? 1 : 100);
 		if (ret < 0 && errno != EINTR)
 			break;
 		if (ret > 0) {
 			/* serve clients first: accept_client changes the list head */
-			for (size_t i = 1; i < n; i++)
-				if (pfd[i].revents)
-					serve_client(&d, who[i]);
+			for (size_t i = 1; i < n; i++) {
+				if (!pfd[i].revents)
+					continue;
+				if (!who[i]->out && !who[i]->deferred)
+					sr_client_serve(&d, who[i]);
+				else if (pfd[i].revents & (POLLHUP | POLLERR))
+					sr_client_drop(&d, who[i]);
+				else if (who[i]->out)
+					sr_client_flush(&d, who[i]);
+			}
 			if (pfd[0].revents & POLLIN)
 				accept_client(&d);
+		}
+		for (struct sr_client *c = d.clients, *next; c; c = next) {
+			next = c->next;
+			if (c->deferred)
+				sr_client_retry(&d, c);
 		}
 		waiting = sr_daemon_tick(&d);
 		sr_heap_reap(&d, false);
 		if (sr_daemon_now_ms() - last_sweep >= 1000) {
-			drop_silent_foreign(&d);
+			sr_client_drop_silent_foreign(&d);
 			sr_heap_sweep_slots(&d);
 			last_sweep = sr_daemon_now_ms();
 		}
@@ -336,7 +257,7 @@ int main(int argc, char **argv)
 			shutdown(c->sock, SHUT_RDWR);
 	sr_engine_stop();
 	while (d.clients)
-		drop_client(&d, d.clients);
+		sr_client_drop(&d, d.clients);
 	close(d.listen_fd);
 	sr_objects_fini(&d);
 	sr_heap_fini(&d);

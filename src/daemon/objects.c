@@ -8,8 +8,13 @@
  * what they depend on.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +46,13 @@ int sr_objects_init(struct sr_daemon *d)
 {
 	static const enum sr_obj_kind handle_kinds[] = {SR_OBJ_FD, SR_OBJ_PD, SR_OBJ_CQ,
 							SR_OBJ_MCAST};
+	struct rlimit rl;
+
+	/* a quarter of the descriptors (at least 64) for sockets and replies */
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur > (1u << 30))
+		rl.rlim_cur = 1u << 20;
+	d->fds_budget = rl.rlim_cur > 256 ? rl.rlim_cur - rl.rlim_cur / 4 : rl.rlim_cur / 2;
+	d->fds_held = 0;
 
 	for (size_t i = 0; i < sizeof(handle_kinds) / sizeof(handle_kinds[0]); i++) {
 		enum sr_obj_kind k = handle_kinds[i];
@@ -212,7 +224,65 @@ static void key_free(struct sr_daemon *d, struct sr_obj *o)
 	sr_idalloc_put(&d->key_ids, idx);
 }
 
+/*
+ * The daemon serves every client from one thread, so it never waits for an
+ * arena lock: a thread of any process may hold one for as long as it is
+ * stopped (SIGSTOP, a debugger inside post_send or a completion push).  A
+ * request that needs locks takes them all or none; if one is held it
+ * returns SR_RETRY, and client.c runs it again on the next poll round (a
+ * millisecond later) while its client waits for the reply.
+ */
+static int lock_all(struct sr_lock *const *l, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (sr_shm_lock_nowait(l[i])) {
+			while (i--)
+				sr_shm_unlock(l[i]);
+			return SR_RETRY;
+		}
+	}
+	return 0;
+}
+
 /* ---- fds ---- */
+
+/* The descriptor is what its kind says: a memfd (registered memory, which
+ * peers map) or an eventfd (which the daemon and peers write to). */
+static bool fd_kind_ok(int fd, uint32_t kind)
+{
+	static const char eventfd_link[] = "anon_inode:[eventfd]";
+	char path[64], link[sizeof(eventfd_link)];
+	struct stat st;
+	ssize_t n;
+
+	if (kind == SR_FD_MEM) /* memfds (and other shmem files) have seals */
+		return !fstat(fd, &st) && S_ISREG(st.st_mode) && fcntl(fd, F_GET_SEALS) >= 0;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link));
+	if (n < 0)
+		return true; /* no /proc: cannot tell (daemon_signal still checks for room) */
+	return n == sizeof(eventfd_link) - 1 && !memcmp(link, eventfd_link, n);
+}
+
+/* An event fd id a new CQ, QP or SRQ names: none, or one of the client's
+ * event fds. */
+static bool event_fd_ok(struct sr_daemon *d, struct sr_client *c, uint32_t fd_id)
+{
+	struct sr_obj *f = fd_id ? owned(d, c, SR_OBJ_FD, fd_id) : NULL;
+
+	return !fd_id || (f && f->u.fd.kind == SR_FD_EVENT);
+}
+
+/* Descriptors registered by all connections of one process. */
+static uint32_t pid_fds(const struct sr_daemon *d, pid_t pid)
+{
+	uint32_t n = 0;
+
+	for (const struct sr_client *c = d->clients; c; c = c->next)
+		if (c->pid == pid)
+			n += c->fds_held;
+	return n;
+}
 
 static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		     int nfds, struct sr_rep *rep)
@@ -222,6 +292,10 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 
 	if (nfds != 1 || (req->u.reg_fd.kind != SR_FD_MEM && req->u.reg_fd.kind != SR_FD_EVENT))
 		return -EINVAL;
+	if (!fd_kind_ok(fds[0], req->u.reg_fd.kind))
+		return -EBADF;
+	if (d->fds_held >= d->fds_budget || pid_fds(d, c->pid) >= d->fds_budget / 2)
+		return -EMFILE;
 	o = obj_new(c, SR_OBJ_FD);
 	if (!o)
 		return -ENOMEM;
@@ -233,6 +307,8 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 	o->u.fd.fd = fds[0];
 	o->u.fd.kind = req->u.reg_fd.kind;
 	fds[0] = -1; /* consumed */
+	d->fds_held++;
+	c->fds_held++;
 	rep->handle = o->handle;
 	return 0;
 }
@@ -240,6 +316,8 @@ static int do_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 static void fd_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
 	close(o->u.fd.fd);
+	d->fds_held--;
+	o->owner->fds_held--;
 	handle_free(d, o);
 	obj_unlink(o);
 }
@@ -275,10 +353,59 @@ static void pd_destroy(struct sr_daemon *d, struct sr_obj *o)
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |                   \
 	 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING)
 
-/* What a registration request must satisfy; `translation`: it names pages
- * (REG_MR always, REREG_MR when the range changes). */
+/* Stages segments of the next REG_MR or REREG_MR of this client (an MR over
+ * more backings than one record carries). */
+static int do_mr_segs(struct sr_client *c, const struct sr_req *req)
+{
+	const __typeof__(req->u.mr_segs) *r = &req->u.mr_segs;
+	struct sr_mr_seg *n;
+
+	if (r->first == 0)
+		c->nstaged = 0;
+	if (r->first != c->nstaged || !r->nsegs || r->nsegs > SR_MR_SEGS_PER_REC ||
+	    r->nsegs > SR_MR_MAX_SEGS - c->nstaged)
+		return -EINVAL;
+	n = realloc(c->staged, sizeof(*n) * (c->nstaged + r->nsegs));
+	if (!n)
+		return -ENOMEM;
+	memcpy(n + c->nstaged, r->segs, sizeof(*n) * r->nsegs);
+	c->staged = n;
+	c->nstaged += r->nsegs;
+	return 0;
+}
+
+/* The segments of a REG_MR or REREG_MR: those MR_SEGS staged, then the
+ * request's own, in one malloc'd array (*segsp, *np).  The staged ones are
+ * this request's whatever its outcome. */
+static int mr_take_segs(struct sr_client *c, const struct sr_req *req, struct sr_mr_seg **segsp,
+			uint32_t *np)
+{
+	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
+	struct sr_mr_seg *segs = c->staged, *all;
+	uint32_t nsegs = r->staged + r->nsegs;
+	bool ok = r->staged == c->nstaged;
+
+	c->staged = NULL;
+	c->nstaged = 0;
+	if (!ok || !nsegs || r->nsegs > SR_MR_SEGS_PER_REC || nsegs > SR_MR_MAX_SEGS) {
+		free(segs);
+		return -EINVAL;
+	}
+	all = realloc(segs, sizeof(*segs) * nsegs);
+	if (!all) {
+		free(segs);
+		return -ENOMEM;
+	}
+	memcpy(all + r->staged, r->segs, sizeof(*all) * r->nsegs);
+	*segsp = all;
+	*np = nsegs;
+	return 0;
+}
+
+/* What a registration request must satisfy; segs (nsegs of them): the pages
+ * it names (REG_MR always, REREG_MR when the range changes), NULL if none. */
 static int mr_req_check(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
-			bool translation)
+			const struct sr_mr_seg *segs, uint32_t nsegs)
 {
 	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
 	uint64_t total = 0;
@@ -291,23 +418,24 @@ static int mr_req_check(struct sr_daemon *d, struct sr_client *c, const struct s
 	if ((r->access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 	    !(r->access & IBV_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
-	if (!translation)
+	if (!segs)
 		return 0;
-	if (!r->length || r->length > SR_MAX_MR_SIZE || !r->nsegs || r->nsegs > SR_MR_MAX_SEGS)
+	if (!r->length || r->length > SR_MAX_MR_SIZE)
 		return -EINVAL;
-	for (uint32_t i = 0; i < r->nsegs; i++) {
+	for (uint32_t i = 0; i < nsegs; i++) {
 		/* any context of the same process may have registered the pages */
-		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, r->segs[i].fd_id);
+		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, segs[i].fd_id);
 
 		if (!f || f->owner->pid != c->pid || f->u.fd.kind != SR_FD_MEM)
 			return -EINVAL;
-		total += r->segs[i].len;
+		total += segs[i].len;
 	}
 	return total < r->length ? -EINVAL : 0;
 }
 
 /* Publishes o's key entry from its record, under the entry's seqlock; a
- * reg_seq other than the entry's makes peers map the pages again. */
+ * reg_seq other than the entry's makes peers map the pages again.  The
+ * daemon's own copy (o->u.mr.reg_seq) is what MR_MAP reports. */
 static void mr_publish(struct sr_daemon *d, struct sr_obj *o, uint32_t pd, uint64_t reg_seq)
 {
 	struct sr_key_entry e;
@@ -322,6 +450,7 @@ static void mr_publish(struct sr_daemon *d, struct sr_obj *o, uint32_t pd, uint6
 	e.length = o->u.mr.length;
 	e.addr = o->u.mr.addr;
 	e.reg_seq = reg_seq;
+	o->u.mr.reg_seq = reg_seq;
 	key_publish(key_entry(d, o->handle), &e);
 }
 
@@ -330,42 +459,53 @@ static uint64_t reg_seq_new(struct sr_daemon *d)
 	return atomic_fetch_add(&((struct sr_arena_hdr *)d->arena)->reg_seq, 1) + 1;
 }
 
-static void mr_set_translation(struct sr_obj *o, const struct sr_req *req)
+/* o takes the range and segments (and owns segs from now on). */
+static void mr_set_translation(struct sr_obj *o, const struct sr_req *req, struct sr_mr_seg *segs,
+			       uint32_t nsegs)
 {
-	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
-
-	o->u.mr.addr = r->addr;
-	o->u.mr.length = r->length;
-	o->u.mr.nsegs = r->nsegs;
-	memcpy(o->u.mr.segs, r->segs, sizeof(r->segs[0]) * r->nsegs);
+	o->u.mr.addr = req->u.reg_mr.addr;
+	o->u.mr.length = req->u.reg_mr.length;
+	free(o->u.mr.segs);
+	o->u.mr.segs = segs;
+	o->u.mr.nsegs = nsegs;
 }
 
 static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 		     struct sr_rep *rep)
 {
 	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
+	struct sr_mr_seg *segs;
 	struct sr_obj *o;
+	uint32_t nsegs;
 	int ret;
 
-	ret = mr_req_check(d, c, req, true);
+	ret = mr_take_segs(c, req, &segs, &nsegs);
 	if (ret)
 		return ret;
+	ret = mr_req_check(d, c, req, segs, nsegs);
+	if (ret)
+		goto out;
+	ret = -ENOMEM;
 	o = obj_new(c, SR_OBJ_MR);
 	if (!o)
-		return -ENOMEM;
+		goto out;
 	ret = key_alloc(d, o);
 	if (ret) {
 		obj_unlink(o);
-		return ret;
+		goto out;
 	}
 	obj_hold(o, owned(d, c, SR_OBJ_PD, r->pd));
-	mr_set_translation(o, req);
+	mr_set_translation(o, req, segs, nsegs);
+	segs = NULL;
 	o->u.mr.iova = r->iova;
 	o->u.mr.access = r->access;
 	mr_publish(d, o, r->pd, reg_seq_new(d));
 	rep->handle = o->handle;
 	rep->u.mr.lkey = rep->u.mr.rkey = o->handle;
-	return 0;
+	ret = 0;
+out:
+	free(segs);
+	return ret;
 }
 
 /*
@@ -373,28 +513,41 @@ static int do_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_r
  * always do and mlx5's do when it can (UMR): a peer holding the rkey, or a
  * program that kept the lkey, goes on using it.  The key entry is rewritten
  * under its seqlock, which every cached resolution (the per-thread key
- * caches of mrmap.c) revalidates against; a new range (nsegs > 0) also gets
- * a new registration number, so peers map the new pages.  nsegs == 0 keeps
- * the pages (PD or access change), and then addr and length must be the
- * MR's.
+ * caches of mrmap.c) revalidates against; a new range (segments given, in
+ * MR_SEGS records and the request as REG_MR's) also gets a new registration
+ * number, so peers map the new pages.  No segments keep the pages (PD or
+ * access change), and then addr and length must be the MR's.
  */
 static int do_rereg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 		       struct sr_rep *rep)
 {
 	const __typeof__(req->u.reg_mr) *r = &req->u.reg_mr;
 	struct sr_obj *o = owned(d, c, SR_OBJ_MR, req->handle);
-	bool translation = r->nsegs != 0;
+	bool translation = r->nsegs != 0 || r->staged != 0;
+	struct sr_mr_seg *segs = NULL;
+	uint32_t nsegs = 0;
 	struct sr_obj *pd;
 	uint64_t reg_seq;
 	int ret;
 
+	if (translation) {
+		ret = mr_take_segs(c, req, &segs, &nsegs);
+		if (ret)
+			return ret;
+	} else {
+		free(c->staged);
+		c->staged = NULL;
+		c->nstaged = 0;
+	}
+	ret = -EINVAL;
 	if (!o)
-		return -EINVAL;
-	ret = mr_req_check(d, c, req, translation);
+		goto out;
+	ret = mr_req_check(d, c, req, segs, nsegs);
 	if (ret)
-		return ret;
+		goto out;
+	ret = -EINVAL;
 	if (!translation && (r->addr != o->u.mr.addr || r->length != o->u.mr.length))
-		return -EINVAL;
+		goto out;
 	pd = owned(d, c, SR_OBJ_PD, r->pd);
 	if (o->deps[0] != pd) {
 		o->deps[0]->users--;
@@ -404,9 +557,10 @@ static int do_rereg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr
 		 * holds, which may be younger than the MR */
 		obj_to_front(o);
 	}
-	reg_seq = key_entry(d, o->handle)->reg_seq;
+	reg_seq = o->u.mr.reg_seq;
 	if (translation) {
-		mr_set_translation(o, req);
+		mr_set_translation(o, req, segs, nsegs);
+		segs = NULL;
 		reg_seq = reg_seq_new(d);
 	}
 	o->u.mr.iova = r->iova;
@@ -414,39 +568,53 @@ static int do_rereg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr
 	mr_publish(d, o, r->pd, reg_seq);
 	rep->handle = o->handle;
 	rep->u.mr.lkey = rep->u.mr.rkey = o->handle;
-	return 0;
+	ret = 0;
+out:
+	free(segs);
+	return ret;
 }
 
 static void mr_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
 	key_free(d, o);
+	free(o->u.mr.segs);
 	obj_unlink(o);
 }
 
 /* Hands the memfds behind a key's MR to any client that must reach it
- * (the initiator of a one-sided operation, or a SEND's executor). */
+ * (the initiator of a one-sided operation, or a SEND's executor), at most
+ * SR_MR_SEGS_PER_REC per request. */
 static int do_mr_map(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 		     struct sr_rep *rep, int *out_fds, int *nout)
 {
 	struct sr_obj *o = sr_obj_lookup(d, SR_OBJ_MR, req->handle);
+	uint32_t first = req->u.mr_map.first, count;
 
 	if (!o)
 		return -ENOENT;
+	if (first >= o->u.mr.nsegs)
+		return -EINVAL;
+	count = o->u.mr.nsegs - first;
+	if (count > SR_MR_SEGS_PER_REC)
+		count = SR_MR_SEGS_PER_REC;
 	rep->u.mr_map.iova = o->u.mr.iova;
 	rep->u.mr_map.length = o->u.mr.length;
-	rep->u.mr_map.reg_seq = key_entry(d, o->handle)->reg_seq;
+	rep->u.mr_map.reg_seq = o->u.mr.reg_seq;
 	rep->u.mr_map.owner_pid = o->owner->pid;
 	rep->u.mr_map.nsegs = o->u.mr.nsegs;
-	for (uint32_t i = 0; i < o->u.mr.nsegs; i++) {
-		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, o->u.mr.segs[i].fd_id);
+	rep->u.mr_map.first = first;
+	rep->u.mr_map.count = count;
+	for (uint32_t i = 0; i < count; i++) {
+		const struct sr_mr_seg *s = &o->u.mr.segs[first + i];
+		struct sr_obj *f = sr_obj_lookup(d, SR_OBJ_FD, s->fd_id);
 
 		if (!f)
 			return -ENOENT;
-		rep->u.mr_map.segs[i] = o->u.mr.segs[i];
+		rep->u.mr_map.segs[i] = *s;
 		rep->u.mr_map.segs[i].fd_id = i;
 		out_fds[i] = f->u.fd.fd;
 	}
-	*nout = o->u.mr.nsegs;
+	*nout = count;
 	rep->handle = o->handle;
 	return 0;
 }
@@ -504,11 +672,11 @@ static int do_create_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 
 	if (cqe < 1 || cqe > SR_MAX_CQE)
 		return -EINVAL;
-	if (req->u.cq.channel_fd_id) {
+	if (!event_fd_ok(d, c, req->u.cq.channel_fd_id) ||
+	    !event_fd_ok(d, c, req->u.cq.async_fd_id))
+		return -EINVAL;
+	if (req->u.cq.channel_fd_id)
 		ch = owned(d, c, SR_OBJ_FD, req->u.cq.channel_fd_id);
-		if (!ch || ch->u.fd.kind != SR_FD_EVENT)
-			return -EINVAL;
-	}
 	cnt = roundup_pow2(cqe + 1);
 	ring = align64(sizeof(*cq));
 	size = ring + (uint64_t)cnt * sizeof(struct sr_cqe);
@@ -534,6 +702,7 @@ static int do_create_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 	cq->handle = o->handle;
 	cq->owner_pid = c->pid;
 	cq->ring_off = off + ring;
+	o->u.shm.cqe_cnt = cnt;
 	ret = sr_shm_lock_init(&cq->lock);
 	if (ret)
 		sr_warn("cq mutex init: %d", ret);
@@ -562,10 +731,13 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 	cq = sr_arena_at(d->arena, o->u.shm.off);
 	cnt = roundup_pow2(cqe + 1);
 	size = (uint64_t)cnt * sizeof(struct sr_cqe);
+	if (lock_all(&(struct sr_lock *){&cq->lock}, 1))
+		return SR_RETRY;
 	off = sr_heap_alloc(d, size, &got);
-	if (!off)
+	if (!off) {
+		sr_shm_unlock(&cq->lock);
 		return -ENOMEM;
-	sr_shm_lock(&cq->lock);
+	}
 	prod = atomic_load_explicit(&cq->prod, memory_order_relaxed);
 	cons = atomic_load_explicit(&cq->cons, memory_order_relaxed);
 	pending = prod - cons;
@@ -574,15 +746,21 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 		sr_heap_free(d, off, got);
 		return -EINVAL;
 	}
-	old = sr_arena_ptr(d->arena, cq->ring_off);
+	/* the ring as the daemon made it, not as the arena says now: the
+	 * copy stays inside it whatever prod and cons read */
+	old = sr_arena_at(d->arena, o->u.shm.ring_off ? o->u.shm.ring_off
+						      : o->u.shm.off + align64(sizeof(*cq)));
 	nr = sr_arena_ptr(d->arena, off);
 	for (uint32_t i = 0; i < pending; i++) {
-		nr[i] = old[(cons + i) & (cq->cqe_cnt - 1)];
+		nr[i] = old[(cons + i) & (o->u.shm.cqe_cnt - 1)];
 		atomic_store_explicit(&nr[i].seq, i + 1, memory_order_relaxed);
 	}
 	/* the old ring lives in the first chunk (after the header) unless already resized */
-	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
-		sr_heap_free(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
+	if (o->u.shm.ring_off)
+		sr_heap_free(d, o->u.shm.ring_off,
+			     (uint64_t)o->u.shm.cqe_cnt * sizeof(struct sr_cqe));
+	o->u.shm.ring_off = off;
+	o->u.shm.cqe_cnt = cnt;
 	cq->ring_off = off;
 	cq->cqe_cnt = cnt;
 	cq->max_cqe = cnt - 1;
@@ -597,10 +775,9 @@ static int do_resize_cq(struct sr_daemon *d, struct sr_client *c, const struct s
 
 static void cq_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
-	struct sr_cq_shm *cq = sr_arena_at(d->arena, o->u.shm.off);
-
-	if (cq->ring_off != o->u.shm.off + align64(sizeof(*cq)))
-		sr_heap_free_later(d, cq->ring_off, (uint64_t)cq->cqe_cnt * sizeof(struct sr_cqe));
+	if (o->u.shm.ring_off)
+		sr_heap_free_later(d, o->u.shm.ring_off,
+				   (uint64_t)o->u.shm.cqe_cnt * sizeof(struct sr_cqe));
 	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size);
 	handle_free(d, o);
 	obj_unlink(o);
@@ -645,7 +822,7 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	uint64_t off, got, hdr;
 	int64_t idx;
 
-	if (!pd)
+	if (!pd || !event_fd_ok(d, c, req->u.srq.async_fd_id))
 		return -EINVAL;
 	if (!max_wr || max_wr > SR_MAX_SRQ_WR || sge > SR_MAX_SGE || req->u.srq.srq_limit > max_wr)
 		return -EINVAL;
@@ -734,7 +911,8 @@ static int do_modify_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	if (mask & IBV_SRQ_LIMIT) {
 		if (req->u.srq.srq_limit > srq->rq.max_wr)
 			return -EINVAL;
-		sr_shm_lock(&srq->lock);
+		if (lock_all(&(struct sr_lock *){&srq->lock}, 1))
+			return SR_RETRY;
 		srq->rq.limit = req->u.srq.srq_limit;
 		atomic_store_explicit(&srq->limit_armed, srq->rq.limit != 0, memory_order_release);
 		sr_shm_unlock(&srq->lock);
@@ -771,7 +949,7 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 
 	if (r->type != IBV_QPT_RC && r->type != IBV_QPT_UC && r->type != IBV_QPT_UD)
 		return -EOPNOTSUPP;
-	if (!pd || !scq || !rcq)
+	if (!pd || !scq || !rcq || !event_fd_ok(d, c, r->async_fd_id))
 		return -EINVAL;
 	if (r->srqn) {
 		srq = owned(d, c, SR_OBJ_SRQ, r->srqn);
@@ -906,9 +1084,8 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	if (mask & IBV_QP_CAP)
 		return -EINVAL; /* resizing a QP's queues is not supported */
 
-	sr_shm_lock(&qp->sq_lock);
-	sr_shm_lock(&qp->rq_lock);
-	sr_shm_lock(&qp->rq.prod_lock);
+	if (lock_all((struct sr_lock *[]){&qp->sq_lock, &qp->rq_lock, &qp->rq.prod_lock}, 3))
+		return SR_RETRY;
 	if (mask & IBV_QP_PKEY_INDEX)
 		qp->pkey_index = a.pkey_index;
 	if (mask & IBV_QP_PORT)
@@ -1124,11 +1301,11 @@ static int send_status(struct sr_daemon *d, struct sr_client *c, struct sr_rep *
 		return -ENOMEM;
 	rep->status = 0;
 	rep->u.status.len = len;
-	ret = sr_msg_send(c->sock, rep, sizeof(*rep), NULL, 0);
+	ret = sr_client_send(c, rep, sizeof(*rep), NULL, 0);
 	for (size_t off = 0; !ret && off < len; off += SR_STATUS_CHUNK) {
 		size_t n = len - off < SR_STATUS_CHUNK ? len - off : SR_STATUS_CHUNK;
 
-		ret = sr_msg_send(c->sock, text + off, n, NULL, 0);
+		ret = sr_client_send(c, text + off, n, NULL, 0);
 	}
 	free(text);
 	return ret;
@@ -1136,8 +1313,11 @@ static int send_status(struct sr_daemon *d, struct sr_client *c, struct sr_rep *
 
 /*
  * The one way of turning a client away: a reply that carries the reason and
- * nothing else (no descriptor, no device, no state), after which main.c
- * closes the connection.  The client's library prints why (daemon_link.c).
+ * nothing else (no descriptor, no device, no state), after which client.c
+ * drops the connection.  The client's library prints why (daemon_link.c).
+ * Sent without waiting (the client's first request: its socket is empty);
+ * a refusal the socket has no room for is lost, not queued, as the
+ * connection closes at once.
  */
 static void refuse(struct sr_daemon *d, struct sr_client *c, enum sr_refusal why, int status)
 {
@@ -1150,16 +1330,16 @@ static void refuse(struct sr_daemon *d, struct sr_client *c, enum sr_refusal why
 	rep.u.refused.daemon_uid = (uint32_t)d->uid;
 	rep.u.refused.client_uid = (uint32_t)c->uid;
 	rep.u.refused.client_pid = (uint32_t)c->pid;
-	if (sr_msg_send(c->sock, &rep, sizeof(rep), NULL, 0))
+	if (sr_msg_try_send(c->sock, &rep, sizeof(rep), NULL, 0))
 		sr_dbg("refusal to pid %d lost", (int)c->pid);
 	c->refused = true;
 }
 
-void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
-		       int nfds)
+int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		      int nfds)
 {
 	struct sr_rep rep;
-	int out_fds[SR_MR_MAX_SEGS];
+	int out_fds[SR_MR_SEGS_PER_REC];
 	int nout = 0, ret;
 
 	memset(&rep, 0, sizeof(rep));
@@ -1169,18 +1349,32 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		sr_warn("refusing %s (pid %d, uid %d): not this daemon's user (uid %u)", c->comm,
 			(int)c->pid, (int)c->uid, (unsigned)d->uid);
 		refuse(d, c, SR_REFUSED_UID, -EACCES);
+		ret = 0; /* answered: never deferred */
 		goto out;
 	}
 	if (req->op != SR_OP_HELLO && !c->id) {
 		ret = -EPROTO;
 		goto reply;
 	}
+	/* A monitor (softrdma status) was let in without the pid check and
+	 * counts for neither the idle exit nor the status listing: it may
+	 * only look.  HELLO is once per connection: a second one could turn a
+	 * client holding resources into a monitor. */
+	if (c->monitor && req->op != SR_OP_STATUS && req->op != SR_OP_HELLO) {
+		ret = -EPERM;
+		goto reply;
+	}
 	switch (req->op) {
 	case SR_OP_HELLO:
+		if (c->id) {
+			ret = -EPROTO;
+			break;
+		}
 		if (req->u.hello.version != SR_PROTO_VERSION) {
 			sr_warn("refusing %s (pid %d): protocol %u, this daemon speaks %u", c->comm,
 				(int)c->pid, req->u.hello.version, SR_PROTO_VERSION);
 			refuse(d, c, SR_REFUSED_VERSION, -EPROTO);
+			ret = 0;
 			goto out;
 		}
 		/* Locks and reader slots in the arena name processes by pid
@@ -1192,6 +1386,7 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 				"it needs a softrdmad of its own",
 				c->comm, req->u.hello.pid, (unsigned)c->pid);
 			refuse(d, c, SR_REFUSED_PIDNS, -EXDEV);
+			ret = 0;
 			goto out;
 		}
 		c->id = ++d->next_client_id;
@@ -1205,6 +1400,7 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 	case SR_OP_STATUS:
 		if (send_status(d, c, &rep))
 			sr_warn("client %u: status reply failed", c->id);
+		ret = 0;
 		goto out;
 	case SR_OP_REG_FD:
 		ret = do_reg_fd(d, c, req, fds, nfds, &rep);
@@ -1231,6 +1427,9 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		break;
 	case SR_OP_DEALLOC_PD:
 		ret = do_destroy(d, c, SR_OBJ_PD, req->handle);
+		break;
+	case SR_OP_MR_SEGS:
+		ret = do_mr_segs(c, req);
 		break;
 	case SR_OP_REG_MR:
 		ret = do_reg_mr(d, c, req, &rep);
@@ -1287,15 +1486,18 @@ void sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr
 		ret = -EOPNOTSUPP;
 	}
 reply:
+	if (ret == SR_RETRY)
+		goto out; /* these requests take no descriptors */
 	rep.status = ret;
 	if (ret)
 		nout = 0;
-	if (sr_msg_send(c->sock, &rep, sizeof(rep), out_fds, nout))
+	if (sr_client_send(c, &rep, sizeof(rep), out_fds, nout))
 		sr_dbg("client %u: reply lost", c->id);
 out:
 	for (int i = 0; i < nfds; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	return ret == SR_RETRY ? SR_RETRY : 0;
 }
 
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
@@ -1306,6 +1508,9 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 		obj_destroy(d, c->objs);
 		n++;
 	}
+	free(c->staged);
+	c->staged = NULL;
+	c->nstaged = 0;
 	if (n)
 		sr_info("client %u (pid %d) gone: reclaimed %u objects", c->id, (int)c->pid, n);
 	/* its last connection: no thread of it can be inside the data path
@@ -1318,12 +1523,28 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 
 /* ---- timers ---- */
 
+/*
+ * Signals a completion channel or async event fd for a process that is not
+ * running its data path.  Only an event fd, and never waiting: the daemon
+ * serves every client from one thread, and a write to an eventfd whose
+ * counter is at its maximum (2^64 - 2 events nobody read) blocks until its
+ * owner reads.  Such an event is dropped, for an owner that was not reading
+ * anyway.
+ */
 static void daemon_signal(void *arg, uint32_t fd_id)
 {
 	struct sr_obj *f = sr_obj_lookup(arg, SR_OBJ_FD, fd_id);
+	struct pollfd p;
 	uint64_t one = 1;
 
-	if (f && write(f->u.fd.fd, &one, sizeof(one)) < 0)
+	if (!f || f->u.fd.kind != SR_FD_EVENT)
+		return;
+	p = (struct pollfd){.fd = f->u.fd.fd, .events = POLLOUT};
+	if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) {
+		sr_dbg("signal fd %u: no room, event dropped", fd_id);
+		return;
+	}
+	if (write(f->u.fd.fd, &one, sizeof(one)) < 0)
 		sr_dbg("signal fd %u: %m", fd_id);
 }
 

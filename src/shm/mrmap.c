@@ -91,62 +91,75 @@ static _Atomic(struct sr_mrmap *) *map_slots(void)
 	return s;
 }
 
-/* Maps the memfd segments of a registration contiguously. */
+/* Maps the memfd segments of a registration contiguously, fetching them
+ * SR_MR_SEGS_PER_REC at a time. */
 static struct sr_mrmap *map_region(struct sr_context *ctx, uint32_t key, uint64_t reg_seq)
 {
 	uintptr_t ps = sysconf(_SC_PAGESIZE);
-	struct sr_req req;
-	struct sr_rep rep;
-	int fds[SR_MR_MAX_SEGS], nfds = SR_MR_MAX_SEGS;
-	struct sr_mrmap *m = NULL;
-	uint64_t o, total, pos;
-	char *res;
-	int ret;
+	char *res = NULL;
+	struct sr_mrmap *m;
+	uint64_t o = 0, total = 0, pos = 0;
+	uint32_t next = 0, nsegs = 1;
 
-	memset(&req, 0, sizeof(req));
-	req.op = SR_OP_MR_MAP;
-	req.handle = key;
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, fds, &nfds);
-	if (ret)
-		return NULL;
-	/* ibv_rereg_mr keeps the key: pages other than those of the entry the
-	 * caller resolved (it changed meanwhile) must not be addressed by it */
-	if (nfds != (int)rep.u.mr_map.nsegs || !nfds || rep.u.mr_map.reg_seq != reg_seq)
-		goto out;
-	o = rep.u.mr_map.segs[0].fd_off & (ps - 1);
-	total = (o + rep.u.mr_map.length + ps - 1) & ~(ps - 1);
-	res = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (res == MAP_FAILED)
-		goto out;
-	pos = 0;
-	for (int i = 0; i < nfds; i++) {
-		const struct sr_mr_seg *s = &rep.u.mr_map.segs[i];
-		uint64_t foff = s->fd_off - (i == 0 ? o : 0);
-		uint64_t mlen = ((i == 0 ? o : 0) + s->len + ps - 1) & ~(ps - 1);
+	while (next < nsegs) {
+		int fds[SR_MR_SEGS_PER_REC], nfds = SR_MR_SEGS_PER_REC;
+		struct sr_req req;
+		struct sr_rep rep;
+		bool ok;
 
-		if (pos + mlen > total)
-			mlen = total - pos;
-		if (mmap(res + pos, mlen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fds[i],
-			 foff) == MAP_FAILED) {
-			munmap(res, total);
-			goto out;
+		memset(&req, 0, sizeof(req));
+		req.op = SR_OP_MR_MAP;
+		req.handle = key;
+		req.u.mr_map.first = next;
+		if (sr_ctx_request(ctx, &req, &rep, NULL, 0, fds, &nfds))
+			goto err;
+		/* every part must be of the registration we looked up: between
+		 * two requests it may have gone, and the key come back */
+		ok = nfds == (int)rep.u.mr_map.count && nfds > 0 && rep.u.mr_map.first == next &&
+		     rep.u.mr_map.reg_seq == reg_seq && (!res || rep.u.mr_map.nsegs == nsegs);
+		if (ok && !res) {
+			nsegs = rep.u.mr_map.nsegs;
+			o = rep.u.mr_map.segs[0].fd_off & (ps - 1);
+			total = (o + rep.u.mr_map.length + ps - 1) & ~(ps - 1);
+			res = mmap(NULL, total, PROT_NONE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+			if (res == MAP_FAILED) {
+				res = NULL;
+				ok = false;
+			}
 		}
-		pos += mlen;
+		for (int i = 0; ok && i < nfds; i++) {
+			const struct sr_mr_seg *s = &rep.u.mr_map.segs[i];
+			uint64_t lead = next + i == 0 ? o : 0;
+			uint64_t mlen = (lead + s->len + ps - 1) & ~(ps - 1);
+
+			if (pos + mlen > total)
+				mlen = total - pos;
+			if (mmap(res + pos, mlen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+				 fds[i], s->fd_off - lead) == MAP_FAILED)
+				ok = false;
+			pos += mlen;
+		}
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		if (!ok)
+			goto err;
+		next += (uint32_t)nfds;
 	}
 	m = calloc(1, sizeof(*m));
-	if (!m) {
-		munmap(res, total);
-		goto out;
-	}
+	if (!m)
+		goto err;
 	m->key = key;
 	m->reg_seq = reg_seq;
 	m->base = res + o;
 	m->map = res;
 	m->map_len = total;
-out:
-	for (int i = 0; i < nfds; i++)
-		close(fds[i]);
 	return m;
+
+err:
+	if (res)
+		munmap(res, total);
+	return NULL;
 }
 
 static char *mr_base(struct sr_context *ctx, const struct sr_key_entry *e)

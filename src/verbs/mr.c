@@ -12,13 +12,19 @@
  * private anonymous memory again.  A fork child gets private copies of
  * registered pages (see fork_child).
  *
- * Limits (docs/architecture.md): pages are made read-write and private
- * anonymous state (e.g. a MAP_SHARED file mapping) is not preserved; other
- * threads must not write the pages while they are being registered.
+ * The move write-protects the pages so that other threads' writes to them
+ * (a malloc neighbour on the first or last page) wait and land in the new
+ * pages (pagemove.c).  The new pages keep the protection of the old ones, and
+ * a region that is not writable cannot be registered for writing (EFAULT, as
+ * the kernel's pinning with FOLL_WRITE).
+ *
+ * Limits (docs/architecture.md): private anonymous state (e.g. a MAP_SHARED
+ * file mapping) is not preserved; private file mappings move unprotected.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +35,7 @@
 
 #include "core/log.h"
 #include "verbs/internal.h"
+#include "verbs/pagemove.h"
 
 /*
  * The daemon scopes a registered fd to the client (context) that registered
@@ -55,46 +62,59 @@ struct sr_backing {
 static pthread_mutex_t sr_backing_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t sr_fork_once = PTHREAD_ONCE_INIT;
 static struct sr_backing *sr_backings;
-static uintptr_t sr_page_size;
+static _Atomic uintptr_t sr_page_size;
 
 static uintptr_t page_size(void)
 {
-	if (!sr_page_size)
-		sr_page_size = sysconf(_SC_PAGESIZE);
-	return sr_page_size;
-}
+	uintptr_t ps = atomic_load_explicit(&sr_page_size, memory_order_relaxed);
 
-/* Copies len bytes of our own memory, failing with EFAULT (not SIGSEGV)
- * where the range is not mapped readable: the kernel's pinning would fail
- * the same way. */
-static int copy_own(void *dst, const void *src, size_t len)
-{
-	/* one call moves at most MAX_RW_COUNT (just under 2 GiB) and reports a
-	 * short count beyond: copy in 1 GiB steps, or every registration of
-	 * 2 GiB or more fails with EFAULT */
-	const size_t step = (size_t)1 << 30;
-
-	for (size_t off = 0; off < len; off += step) {
-		size_t cnt = len - off < step ? len - off : step;
-		struct iovec l = {(char *)dst + off, cnt}, r = {(char *)src + off, cnt};
-		ssize_t n = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
-
-		if (n != (ssize_t)cnt)
-			return n < 0 ? -errno : -EFAULT;
+	if (!ps) {
+		ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+		atomic_store_explicit(&sr_page_size, ps, memory_order_relaxed);
 	}
-	return 0;
+	return ps;
 }
 
-static struct sr_backing *backing_create(uintptr_t start, uintptr_t end)
+/* The pieces of vmas[0..n) within [start, end), clipped, in a malloc'd array. */
+static struct sr_vma *vmas_clip(const struct sr_vma *vmas, unsigned n, uintptr_t start,
+				uintptr_t end, unsigned *cnt)
+{
+	struct sr_vma *out = malloc(n * sizeof(*out));
+	unsigned k = 0;
+
+	if (!out)
+		return NULL;
+	for (unsigned i = 0; i < n; i++) {
+		if (vmas[i].end <= start || vmas[i].start >= end)
+			continue;
+		out[k] = vmas[i];
+		if (out[k].start < start)
+			out[k].start = start;
+		if (out[k].end > end)
+			out[k].end = end;
+		k++;
+	}
+	*cnt = k;
+	return out;
+}
+
+/* Moves [start, end), mapped as vmas[0..n) describe, onto a new memfd. */
+static struct sr_backing *backing_create(uintptr_t start, uintptr_t end, const struct sr_vma *vmas,
+					 unsigned n)
 {
 	size_t len = end - start;
 	struct sr_backing *b;
+	struct sr_vma *mine;
+	unsigned nmine;
 	void *tmp;
 	int fd, ret;
 
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return NULL;
+	mine = vmas_clip(vmas, n, start, end, &nmine);
+	if (!mine)
+		goto err_free;
 	fd = memfd_create("softrdma-mr", MFD_CLOEXEC);
 	if (fd < 0)
 		goto err_free;
@@ -104,7 +124,7 @@ static struct sr_backing *backing_create(uintptr_t start, uintptr_t end)
 	if (tmp == MAP_FAILED)
 		goto err_close;
 	/* The kernel may place tmp in a hole of the range being registered (it
-	 * just became free address space): then copy_own would read tmp itself
+	 * just became free address space): then the copy would read tmp itself
 	 * and the mremap onto it fail with EINVAL.  Overlap proves part of the
 	 * range is unmapped: EFAULT, as pinning it would. */
 	if ((uintptr_t)tmp < end && (uintptr_t)tmp + len > start) {
@@ -112,20 +132,14 @@ static struct sr_backing *backing_create(uintptr_t start, uintptr_t end)
 		errno = EFAULT;
 		goto err_close;
 	}
-	ret = copy_own(tmp, (void *)start, len);
+	/* atomically replace the old pages by the memfd pages */
+	ret = sr_pages_move(start, len, tmp, -1, mine, nmine, true);
 	if (ret) {
 		munmap(tmp, len);
 		errno = -ret;
 		goto err_close;
 	}
-	/* atomically replace the old pages by the memfd pages */
-	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)start) == MAP_FAILED) {
-		int e = errno;
-
-		munmap(tmp, len);
-		errno = e;
-		goto err_close;
-	}
+	free(mine);
 	b->start = start;
 	b->end = end;
 	b->memfd = fd;
@@ -134,63 +148,67 @@ static struct sr_backing *backing_create(uintptr_t start, uintptr_t end)
 err_close:
 	close(fd);
 err_free:
+	free(mine);
 	free(b);
 	return NULL;
 }
 
 /* True if [start,end) is still mapped from this backing's memfd: the
- * application may have unmapped (freed) it before deregistering. */
+ * application may have unmapped (freed) it before deregistering.  No
+ * allocation: it also runs in a fork child. */
 static bool backing_still_mapped(const struct sr_backing *b)
 {
+	struct sr_vma v[16];
+	uintptr_t pos = b->start;
 	struct stat st;
-	char line[512];
-	bool ok = false;
-	FILE *f;
 
 	if (fstat(b->memfd, &st))
 		return false;
-	f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f)) {
-		uintptr_t s, e;
-		unsigned long long ino;
+	while (pos < b->end) {
+		int n = sr_vmas_fill(pos, b->end, v, 16);
 
-		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %*s %*s %*s %llu", &s, &e, &ino) != 3)
-			continue;
-		if (s <= b->start && e >= b->end && ino == (unsigned long long)st.st_ino) {
-			ok = true;
-			break;
-		}
+		if (n <= 0)
+			return false;
+		if (n > 16)
+			n = 16;
+		for (int i = 0; i < n; i++)
+			if (!v[i].shared || v[i].inode != (uint64_t)st.st_ino)
+				return false;
+		pos = v[n - 1].end;
 	}
-	fclose(f);
-	return ok;
+	return true;
 }
 
 /* Turns the backing's pages back into private anonymous memory with the
- * same contents.  Only system calls: it also runs in a fork child. */
-static void privatize(struct sr_backing *b)
+ * same contents and protections.  `protect`: other threads may be writing;
+ * without, this is a fork child, whose only thread this is, and which must
+ * not write its heap (maybe on those pages, still shared with the parent)
+ * before they are private: no allocation then. */
+static void privatize(struct sr_backing *b, bool protect)
 {
-	size_t len = b->end - b->start, done = 0;
+	size_t len = b->end - b->start;
+	struct sr_vma few[32], *v = few, *got = NULL;
+	unsigned n;
 	void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int cnt;
 
 	if (tmp == MAP_FAILED)
 		return;
-	/* Read the pages from the memfd rather than memcpy them: whole pages
-	 * include bytes the application does not own (allocator metadata,
-	 * sanitizer redzones), and an instrumented memcpy reports them as
-	 * overflows under ASan. */
-	while (done < len) {
-		ssize_t n = pread(b->memfd, (char *)tmp + done, len - done, (off_t)done);
-
-		if (n <= 0 && !(n < 0 && errno == EINTR))
-			break;
-		if (n > 0)
-			done += (size_t)n;
+	cnt = sr_vmas_fill(b->start, b->end, few, 32);
+	if (cnt > 32 && protect && !sr_vmas_get(b->start, b->end, &got, &n)) {
+		v = got;
+		cnt = (int)n;
 	}
-	if (done != len ||
-	    mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)b->start) == MAP_FAILED)
+	if (cnt <= 0 || (v == few && cnt > 32)) {
+		/* unknown (or too many pieces for a fork child): read-write */
+		v = few;
+		few[0] = (struct sr_vma){
+		    .start = b->start, .end = b->end, .prot = PROT_READ | PROT_WRITE};
+		cnt = 1;
+	}
+	if (sr_pages_move(b->start, len, tmp, b->memfd, v, (unsigned)cnt, protect))
 		munmap(tmp, len);
+	free(got);
 }
 
 /*
@@ -203,21 +221,35 @@ static void privatize(struct sr_backing *b)
  */
 static void fork_child(void)
 {
+	sr_pages_fork_child();
 	for (struct sr_backing *b = sr_backings; b; b = b->next)
-		privatize(b);
+		if (backing_still_mapped(b))
+			privatize(b, false);
 	sr_backings = NULL; /* the parent's bookkeeping; the child has no MRs */
 	pthread_mutex_init(&sr_backing_lock, NULL);
 }
 
+/* No fork in the middle of a registration: the child would get pages already
+ * moved that are not on the list yet, still shared with its parent. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&sr_backing_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&sr_backing_lock);
+}
+
 static void watch_fork(void)
 {
-	pthread_atfork(NULL, NULL, fork_child);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static void backing_release(struct sr_backing *b)
 {
 	if (backing_still_mapped(b))
-		privatize(b);
+		privatize(b, true);
 	while (b->fds) {
 		struct sr_backing_fd *f = b->fds;
 
@@ -316,8 +348,10 @@ static void mr_put_backings(struct sr_mr *mr)
 }
 
 /* Finds or creates the backings covering [addr, addr+len) in order and
- * takes a reference on each.  Called with sr_backing_lock held. */
-static int mr_get_backings(struct sr_mr *mr, uintptr_t addr, size_t len)
+ * takes a reference on each; vmas[0..nv) are the mappings of its pages.
+ * Called with sr_backing_lock held. */
+static int mr_get_backings(struct sr_mr *mr, uintptr_t addr, size_t len, const struct sr_vma *vmas,
+			   unsigned nv)
 {
 	uintptr_t ps = page_size();
 	uintptr_t pos = addr & ~(ps - 1);
@@ -342,7 +376,7 @@ static int mr_get_backings(struct sr_mr *mr, uintptr_t addr, size_t len)
 			}
 		}
 		if (!use) {
-			use = backing_create(pos, gap_end);
+			use = backing_create(pos, gap_end, vmas, nv);
 			if (!use) {
 				int e = errno ? errno : ENOMEM;
 
@@ -375,6 +409,11 @@ static int mr_get_backings(struct sr_mr *mr, uintptr_t addr, size_t len)
 #define SR_ACCESS_SUPPORTED                                                                        \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |               \
 	 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND)
+/* What needs writable pages: the kernel's ib_access_writable(), which makes
+ * ib_umem_get() pin with FOLL_WRITE (binding a window can grant writes). */
+#define SR_ACCESS_WRITABLE                                                                         \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC |             \
+	 IBV_ACCESS_MW_BIND)
 
 static int check_access(unsigned int access)
 {
@@ -390,15 +429,109 @@ static int check_access(unsigned int access)
 	return 0;
 }
 
+/* The pages must be mapped and readable, and writable for write access:
+ * what pinning them checks in the kernel (EFAULT otherwise). */
+static int check_pages(const struct sr_vma *vmas, unsigned n, unsigned int access)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (!(vmas[i].prot & PROT_READ))
+			return -EFAULT;
+		if ((access & SR_ACCESS_WRITABLE) && !(vmas[i].prot & PROT_WRITE))
+			return -EFAULT;
+	}
+	return 0;
+}
+
+/* Sends the segments of an MR: all but the last record's worth staged by
+ * MR_SEGS requests, the rest in REG_MR itself. */
+static int send_reg_mr(struct sr_context *ctx, struct sr_req *req, const struct sr_mr_seg *segs,
+		       unsigned n, struct sr_rep *rep)
+{
+	unsigned staged =
+	    n > SR_MR_SEGS_PER_REC ? (n - 1) / SR_MR_SEGS_PER_REC * SR_MR_SEGS_PER_REC : 0;
+	int ret;
+
+	for (unsigned first = 0; first < staged; first += SR_MR_SEGS_PER_REC) {
+		struct sr_req sreq;
+		struct sr_rep srep;
+
+		memset(&sreq, 0, sizeof(sreq));
+		sreq.op = SR_OP_MR_SEGS;
+		sreq.u.mr_segs.first = first;
+		sreq.u.mr_segs.nsegs = SR_MR_SEGS_PER_REC;
+		memcpy(sreq.u.mr_segs.segs, segs + first, sizeof(*segs) * SR_MR_SEGS_PER_REC);
+		ret = sr_ctx_request(ctx, &sreq, &srep, NULL, 0, NULL, NULL);
+		if (ret)
+			return ret;
+	}
+	req->u.reg_mr.staged = staged;
+	req->u.reg_mr.nsegs = n - staged;
+	memcpy(req->u.reg_mr.segs, segs + staged, sizeof(*segs) * (n - staged));
+	return sr_ctx_request(ctx, req, rep, NULL, 0, NULL, NULL);
+}
+
+/* Takes the pages of [a, a+length) into mr's backings (checked for
+ * access) and describes them as segments (*segs, *n; the caller frees).
+ * Called with sr_backing_lock held; on failure nothing is kept. */
+static int mr_take_pages(struct sr_context *ctx, struct sr_mr *mr, uintptr_t a, uint64_t length,
+			 unsigned int access, struct sr_mr_seg **segsp, unsigned *np)
+{
+	uintptr_t ps = page_size();
+	struct sr_mr_seg *segs = NULL;
+	struct sr_vma *vmas = NULL;
+	uint64_t covered = 0;
+	unsigned n = 0, nv;
+	int ret;
+
+	ret = sr_vmas_get(a & ~(ps - 1), (a + length + ps - 1) & ~(ps - 1), &vmas, &nv);
+	if (!ret)
+		ret = check_pages(vmas, nv, access);
+	if (!ret)
+		ret = mr_get_backings(mr, a, length, vmas, nv);
+	free(vmas);
+	if (ret)
+		return ret;
+	segs = calloc(mr->nbacking, sizeof(*segs));
+	if (!segs)
+		ret = -ENOMEM;
+	for (unsigned i = 0; !ret && i < mr->nbacking && covered < length; i++) {
+		struct sr_backing *b = mr->backing[i];
+		uintptr_t s = a + covered;
+		uint64_t seg = b->end - s;
+
+		if (seg > length - covered)
+			seg = length - covered;
+		if (n == SR_MR_MAX_SEGS) {
+			ret = -ENOMEM; /* the device's limit, SR_MR_MAX_SEGS */
+			break;
+		}
+		ret = backing_fd_id(b, ctx, &segs[n].fd_id);
+		if (ret)
+			break;
+		segs[n].fd_off = s - b->start;
+		segs[n].len = seg;
+		n++;
+		covered += seg;
+	}
+	if (ret) {
+		free(segs);
+		mr_put_backings(mr);
+		return ret;
+	}
+	*segsp = segs;
+	*np = n;
+	return 0;
+}
+
 /* Registers [addr, addr+length) into `mr` (already allocated). */
 static int mr_register(struct ibv_pd *pd, struct sr_mr *mr, void *addr, size_t length,
 		       uint64_t iova, unsigned int access)
 {
 	struct sr_context *ctx = to_sctx(pd->context);
 	uintptr_t a = (uintptr_t)addr;
+	struct sr_mr_seg *segs = NULL;
 	struct sr_req req;
 	struct sr_rep rep;
-	uint64_t covered = 0;
 	unsigned n = 0;
 	int ret;
 
@@ -411,38 +544,20 @@ static int mr_register(struct ibv_pd *pd, struct sr_mr *mr, void *addr, size_t l
 
 	pthread_once(&sr_fork_once, watch_fork);
 	pthread_mutex_lock(&sr_backing_lock);
-	ret = mr_get_backings(mr, a, length);
+	ret = mr_take_pages(ctx, mr, a, length, access, &segs, &n);
 	if (ret)
 		goto out;
-	memset(&req, 0, sizeof(req));
-	req.op = SR_OP_REG_MR;
-	req.u.reg_mr.pd = to_spd(pd)->handle;
-	req.u.reg_mr.access = access;
-	req.u.reg_mr.addr = a;
-	req.u.reg_mr.length = length;
-	req.u.reg_mr.iova = access & IBV_ACCESS_ZERO_BASED ? 0 : iova;
-	for (unsigned i = 0; i < mr->nbacking && covered < length; i++) {
-		struct sr_backing *b = mr->backing[i];
-		uintptr_t s = a + covered;
-		uint64_t seg = b->end - s;
-
-		if (seg > length - covered)
-			seg = length - covered;
-		if (n == SR_MR_MAX_SEGS) {
-			ret = -ENOMEM; /* too fragmented by earlier registrations */
-			break;
-		}
-		ret = backing_fd_id(b, ctx, &req.u.reg_mr.segs[n].fd_id);
-		if (ret)
-			break;
-		req.u.reg_mr.segs[n].fd_off = s - b->start;
-		req.u.reg_mr.segs[n].len = seg;
-		n++;
-		covered += seg;
+	{
+		memset(&req, 0, sizeof(req));
+		req.op = SR_OP_REG_MR;
+		req.u.reg_mr.pd = to_spd(pd)->handle;
+		req.u.reg_mr.access = access;
+		req.u.reg_mr.addr = a;
+		req.u.reg_mr.length = length;
+		req.u.reg_mr.iova = access & IBV_ACCESS_ZERO_BASED ? 0 : iova;
+		ret = send_reg_mr(ctx, &req, segs, n, &rep);
 	}
-	req.u.reg_mr.nsegs = n;
-	if (!ret)
-		ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	free(segs);
 	if (ret) {
 		mr_put_backings(mr);
 		goto out;
@@ -536,35 +651,6 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
-/* Describes [a, a+len) over mr's backings (already taken) as the segments
- * of a REREG_MR request.  Called with sr_backing_lock held. */
-static int rereg_segs(struct sr_context *ctx, struct sr_mr *mr, uintptr_t a, uint64_t len,
-		      struct sr_req *req)
-{
-	uint64_t covered = 0;
-	unsigned n = 0;
-	int ret;
-
-	for (unsigned i = 0; i < mr->nbacking && covered < len; i++) {
-		struct sr_backing *b = mr->backing[i];
-		uint64_t seg = b->end - (a + covered);
-
-		if (seg > len - covered)
-			seg = len - covered;
-		if (n == SR_MR_MAX_SEGS)
-			return -ENOMEM; /* too fragmented by earlier registrations */
-		ret = backing_fd_id(b, ctx, &req->u.reg_mr.segs[n].fd_id);
-		if (ret)
-			return ret;
-		req->u.reg_mr.segs[n].fd_off = a + covered - b->start;
-		req->u.reg_mr.segs[n].len = seg;
-		n++;
-		covered += seg;
-	}
-	req->u.reg_mr.nsegs = n;
-	return 0;
-}
-
 /*
  * The MR changes in place and keeps its lkey and rkey (the daemon's
  * do_rereg_mr says why); a new range takes its pages as a registration
@@ -621,14 +707,21 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, si
 	 * ibv_reg_mr_iova2 keeps its addressing) */
 	req.u.reg_mr.iova = nacc & IBV_ACCESS_ZERO_BASED ? 0 : translation ? a : smr->iova;
 	memset(&nb, 0, sizeof(nb));
+	pthread_once(&sr_fork_once, watch_fork);
 	pthread_mutex_lock(&sr_backing_lock);
 	if (translation) {
-		ret = mr_get_backings(&nb, a, nlen);
+		/* the new pages are taken and checked as ibv_reg_mr's, and
+		 * their segments sent the same way (MR_SEGS records first) */
+		struct sr_mr_seg *segs = NULL;
+		unsigned n = 0;
+
+		ret = mr_take_pages(to_sctx(mr->context), &nb, a, nlen, nacc, &segs, &n);
 		if (!ret)
-			ret = rereg_segs(to_sctx(mr->context), &nb, a, nlen, &req);
-	}
-	if (!ret)
+			ret = send_reg_mr(to_sctx(mr->context), &req, segs, n, &rep);
+		free(segs);
+	} else {
 		ret = sr_ctx_request(to_sctx(mr->context), &req, &rep, NULL, 0, NULL, NULL);
+	}
 	if (ret) {
 		mr_put_backings(&nb);
 		pthread_mutex_unlock(&sr_backing_lock);

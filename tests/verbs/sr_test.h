@@ -130,6 +130,14 @@ static inline bool sr_check_errno(bool ok, const char *file, int line, const cha
 #define CHECK_GT(a, b)	  CHECK_OP_(a, >, b)
 #define CHECK_LT(a, b)	  CHECK_OP_(a, <, b)
 #define CHECK_NOT_NULL(p) sr_check((p) != NULL, __FILE__, __LINE__, #p " != NULL")
+#define CHECK_STR(a, b)                                                                            \
+	({                                                                                         \
+		const char *a_ = (a), *b_ = (b);                                                   \
+		bool ok_ = !strcmp(a_, b_);                                                        \
+		if (!sr_report(ok_, __FILE__, __LINE__))                                           \
+			printf("%s == %s: \"%s\" vs \"%s\"\n", #a, #b, a_, b_);                    \
+		ok_;                                                                               \
+	})
 
 /* An int-returning verb that returns 0 or an errno value (ibv_modify_qp...). */
 #define CHECK_RET(expr, want)                                                                      \
