@@ -22,6 +22,7 @@
 #define SR_TEST_H
 
 #include <errno.h>
+#include <infiniband/verbs.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -280,6 +281,23 @@ static int sr_test_main(const struct sr_test_case *tests, size_t n, int argc, ch
 		printf("%u expected failures (known bugs)\n", total.xfailed);
 	printf("%u passed, %u failed\n", total.passed, total.failed);
 	return nfail || total.failed ? 1 : 0;
+}
+
+/* The softrdma device, opened (NULL if it is not listed or will not open). */
+static inline struct ibv_context *open_soft0(void)
+{
+	struct ibv_context *ctx = NULL;
+	struct ibv_device **list;
+	int n = -1;
+
+	list = ibv_get_device_list(&n);
+	if (!list)
+		return NULL;
+	for (int i = 0; i < n; i++)
+		if (!ctx && !strcmp(ibv_get_device_name(list[i]), "soft0"))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	return ctx;
 }
 
 #endif

@@ -54,22 +54,6 @@ struct race {
 	int reg_errno[NREG];
 };
 
-static struct ibv_context *open_soft0(void)
-{
-	struct ibv_context *ctx = NULL;
-	struct ibv_device **list;
-	int n = -1;
-
-	list = ibv_get_device_list(&n);
-	if (!list)
-		return NULL;
-	for (int i = 0; i < n; i++)
-		if (!ctx && !strcmp(ibv_get_device_name(list[i]), "soft0"))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
 static unsigned race_ms(void)
 {
 	const char *e = getenv("SR_RACE_MS");
