@@ -38,11 +38,13 @@
 struct sr_context;
 
 /* Requester limits, as rxe's (rxe_param.h) unless said otherwise. */
-#define SR_ENG_WINDOW	    256 /* unacknowledged packets per QP */
-#define SR_ENG_ACKREQ_EVERY 32	/* AckReq at least every this many packets */
-#define SR_ENG_REPLAY	    16	/* atomic replay cache entries per responder QP */
-#define SR_ENG_TX_BATCH	    64	/* packets per sendmmsg */
-#define SR_ENG_RX_BATCH	    32	/* datagrams per recvmmsg */
+#define SR_ENG_WINDOW	    256		   /* unacknowledged packets per QP */
+#define SR_ENG_ACKREQ_EVERY 32		   /* AckReq at least every this many packets */
+#define SR_ENG_READ_CHUNK   64		   /* response packets one READ request asks for (req.c) */
+#define SR_ENG_PROBE_NS	    2000000	   /* first tail-loss probe after this (req.c) */
+#define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
+#define SR_ENG_TX_BATCH	    64		   /* packets per sendmmsg */
+#define SR_ENG_RX_BATCH	    32		   /* datagrams per recvmmsg */
 #define SR_ENG_RX_BUF	    (9216 + 64)
 #define SR_ENG_SOCKS	    8 /* source-port pool: a QP sends from socks[qpn % 8] */
 
@@ -57,6 +59,7 @@ enum sr_eng_cnt {
 	SR_ENG_NAK_RX,
 	SR_ENG_RNR_TX,
 	SR_ENG_RNR_RX,
+	SR_ENG_PROBES,
 	SR_ENG_CNT_MAX
 };
 
@@ -64,10 +67,9 @@ enum sr_eng_cnt {
 struct sr_eng_swqe {
 	uint32_t first_psn;
 	uint32_t npkts;	   /* PSNs it uses (a READ: its response packets) */
-	uint32_t resp_off; /* READ: response bytes placed so far */
+	uint32_t resp_off; /* READ: response bytes placed so far (requested: soff) */
 	uint32_t idx;	   /* the SQ index it was started at */
 	uint8_t rd_atomic; /* a READ or an atomic: completed by its response */
-	bool regap;	   /* READ: the rest was asked for again after a gap */
 	bool local_done;   /* BIND_MW / LOCAL_INV: executed */
 	uint8_t local_err; /* enum ibv_wc_status: failed before it was sent */
 };
@@ -92,8 +94,12 @@ struct sr_eng_qp {
 	uint32_t una;	    /* oldest PSN not acknowledged */
 	uint32_t rd_out;    /* READs and atomics outstanding */
 	uint32_t since_ack; /* packets sent since the last AckReq */
-	uint64_t deadline;  /* retransmit (or RNR wait end) time, ns; 0: none */
+	uint64_t deadline;  /* next timer: probe, timeout or RNR wait end, ns; 0: none */
+	uint64_t rto_at;    /* the local ACK timeout expires (0: infinite) */
+	uint64_t probe_ns;  /* the current probe interval */
 	bool rnr_wait;
+	bool regap; /* rewound since the last progress: answers after the
+		     * oldest unanswered one may be stale, no new gap */
 	uint8_t retry_left, rnr_left;
 	uint32_t swqe_cnt;
 	struct sr_eng_swqe *swqe; /* [sq.wqe_cnt], by SQ index */
