@@ -441,8 +441,9 @@ static struct sr_engine *_Atomic engine_for_status;
 void sr_engine_status(char *buf, size_t len)
 {
 	static const char *const name[SR_ENG_CNT_MAX] = {
-	    "tx_pkts",	 "tx_bytes",	  "rx_pkts",	   "rx_bytes",		"retransmits",
-	    "naks_sent", "naks_received", "rnr_naks_sent", "rnr_naks_received", "probes"};
+	    "tx_pkts",		 "tx_bytes",  "rx_pkts",       "rx_bytes",
+	    "retransmits",	 "naks_sent", "naks_received", "rnr_naks_sent",
+	    "rnr_naks_received", "probes",    "placed_ahead"};
 	struct sr_engine *e = engine_for_status;
 	size_t n = 0;
 

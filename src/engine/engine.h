@@ -41,6 +41,7 @@ struct sr_context;
 #define SR_ENG_WINDOW	    256		   /* unacknowledged packets per QP */
 #define SR_ENG_ACKREQ_EVERY 32		   /* AckReq at least every this many packets */
 #define SR_ENG_READ_CHUNK   64		   /* response packets one READ request asks for (req.c) */
+#define SR_ENG_OOO	    256		   /* PSNs past a gap a responder may place (resp.c) */
 #define SR_ENG_PROBE_NS	    2000000	   /* first tail-loss probe after this (req.c) */
 #define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
 #define SR_ENG_TX_BATCH	    64		   /* packets per sendmmsg */
@@ -60,6 +61,7 @@ enum sr_eng_cnt {
 	SR_ENG_RNR_TX,
 	SR_ENG_RNR_RX,
 	SR_ENG_PROBES,
+	SR_ENG_OOO_PLACED,
 	SR_ENG_CNT_MAX
 };
 
@@ -92,14 +94,17 @@ struct sr_eng_qp {
 	uint64_t soff;	    /* bytes of it already sent */
 	uint32_t npsn;	    /* next PSN to send */
 	uint32_t una;	    /* oldest PSN not acknowledged */
+	uint32_t hpsn;	    /* the furthest PSN sent + 1 (before a rewind) */
+	uint32_t hspos;	    /* SQ index after the furthest WQE started */
 	uint32_t rd_out;    /* READs and atomics outstanding */
 	uint32_t since_ack; /* packets sent since the last AckReq */
 	uint64_t deadline;  /* next timer: probe, timeout or RNR wait end, ns; 0: none */
 	uint64_t rto_at;    /* the local ACK timeout expires (0: infinite) */
 	uint64_t probe_ns;  /* the current probe interval */
 	bool rnr_wait;
-	bool regap; /* rewound since the last progress: answers after the
-		     * oldest unanswered one may be stale, no new gap */
+	bool recovering; /* after a sequence NAK, until progress */
+	bool regap;	 /* rewound since the last progress: answers after the
+			  * oldest unanswered one may be stale, no new gap */
 	uint8_t retry_left, rnr_left;
 	uint32_t swqe_cnt;
 	struct sr_eng_swqe *swqe; /* [sq.wqe_cnt], by SQ index */
@@ -122,6 +127,9 @@ struct sr_eng_qp {
 		bool valid;
 	} replay[SR_ENG_REPLAY];
 	uint32_t replay_next;
+	/* WRITE MIDDLE packets placed ahead of a gap, by PSN % SR_ENG_OOO */
+	uint32_t ooo_n;
+	uint64_t ooo[SR_ENG_OOO / 64];
 };
 
 struct sr_engine {

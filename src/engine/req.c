@@ -276,7 +276,7 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		}
 		if (gather(e, qp, w, q->soff, len, iov, &niov) != IBV_WC_SUCCESS)
 			return false;
-		ackreq = last || ++q->since_ack >= SR_ENG_ACKREQ_EVERY;
+		ackreq = last || ++q->since_ack >= SR_ENG_ACKREQ_EVERY || q->recovering;
 		if (ackreq)
 			q->since_ack = 0;
 		sr_bth_put(h, op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
@@ -290,6 +290,18 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	return true;
 }
 
+/* The furthest the requester has sent: after a go-back-N rewind, an ACK up
+ * to there moves it forward again (the responder kept what it could). */
+static void note_high(struct sr_eng_qp *q)
+{
+	uint32_t top = q->spos + (q->soff ? 1 : 0);
+
+	if ((int32_t)(top - q->hspos) > 0)
+		q->hspos = top;
+	if (sr_psn_diff(q->npsn, q->hpsn) > 0)
+		q->hpsn = q->npsn;
+}
+
 static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	q->npsn = qp->sq_psn;
@@ -301,8 +313,11 @@ static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 	q->deadline = 0;
 	q->rnr_wait = false;
 	q->regap = false;
+	q->recovering = false;
 	q->retry_left = qp->retry_cnt;
 	q->rnr_left = qp->rnr_retry;
+	q->hspos = q->spos;
+	q->hpsn = q->npsn;
 	q->req_init = true;
 }
 
@@ -312,6 +327,8 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	uint32_t head = atomic_load_explicit(&qp->sq.head, memory_order_acquire);
 	uint32_t max_rd = qp->max_rd_atomic ? qp->max_rd_atomic : 1;
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+	/* recovering from a sequence NAK: the missing packet alone, AckReq */
+	uint32_t win = q->recovering ? 1 : SR_ENG_WINDOW;
 	bool sent = false;
 
 	if (state == IBV_QPS_ERR) {
@@ -337,8 +354,7 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			/* a WQE starts: fence (C10-xx), the window (a READ: per chunk) */
 			if ((w->flags & SR_WQE_FENCE) && q->rd_out)
 				break;
-			if (!read &&
-			    sr_psn_diff(q->npsn, q->una) + npkts_of(qp, w) > SR_ENG_WINDOW &&
+			if (!read && sr_psn_diff(q->npsn, q->una) + npkts_of(qp, w) > win &&
 			    q->npsn != q->una)
 				break;
 			if (is_local(w->opcode)) {
@@ -352,6 +368,7 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 				sw->npkts = 0;
 				sw->rd_atomic = false;
 				q->spos++;
+				note_high(q);
 				continue;
 			}
 			sw->idx = q->spos;
@@ -361,7 +378,7 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			sw->npkts = npkts_of(qp, w);
 			sw->rd_atomic = is_rd_atomic(w->opcode);
 			sw->local_err = IBV_WC_SUCCESS;
-		} else if (!read && sr_psn_diff(q->npsn, q->una) >= SR_ENG_WINDOW) {
+		} else if (!read && sr_psn_diff(q->npsn, q->una) >= (int32_t)win) {
 			break;
 		}
 		if (sw->rd_atomic) {
@@ -372,7 +389,7 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 
 			if (q->rd_out >= max_rd)
 				break;
-			if (sr_psn_diff(q->npsn, q->una) + n > SR_ENG_WINDOW && q->npsn != q->una)
+			if (sr_psn_diff(q->npsn, q->una) + n > win && q->npsn != q->una)
 				break;
 			q->rd_out++;
 		}
@@ -387,6 +404,7 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			q->soff = 0;
 			q->spos++;
 		}
+		note_high(q);
 	}
 	if (qp->type == IBV_QPT_UC) {
 		/* no ACKs on UC: a WQE is done once sent */
@@ -442,21 +460,21 @@ void sr_eng_comp_retire(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 	}
 }
 
-/* Go-back-N: the requester resumes from PSN `psn` (not yet acknowledged). */
-static void rewind_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
+/* The requester goes on from PSN `psn` (not yet acknowledged), back
+ * (go-back-N) or forward (an ACK past what it resent). */
+static void reposition(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
 {
-	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu), i;
 
 	q->rd_out = 0;
-	q->regap = true;
-	for (uint32_t i = qp->exec_pos; i != q->spos + (q->soff ? 1 : 0); i++) {
+	for (i = qp->exec_pos; i != q->hspos; i++) {
 		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, i);
 		struct sr_eng_swqe *sw = &q->swqe[i & (q->swqe_cnt - 1)];
 		int32_t d = sr_psn_diff(psn, sw->first_psn);
 
 		if (is_local(w->opcode))
 			continue;
-		if (d < (int32_t)sw->npkts || i == q->spos) {
+		if (d < (int32_t)sw->npkts) {
 			q->spos = i;
 			if (w->opcode == IBV_WR_RDMA_READ) {
 				/* ask again from the first byte not received */
@@ -478,9 +496,22 @@ static void rewind_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		else if (sw->rd_atomic)
 			q->rd_out++;
 	}
+	if (i == q->hspos) {
+		/* past everything started: go on with the next WQE */
+		q->spos = q->hspos;
+		q->soff = 0;
+		q->npsn = psn;
+	}
 	q->since_ack = 0;
-	sr_eng_count(&e->cnt[SR_ENG_RETRANS], 1);
 	sr_eng_activate(e, q);
+}
+
+/* Go-back-N: resend from `psn`. */
+static void rewind_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
+{
+	q->regap = true;
+	reposition(e, qp, q, psn);
+	sr_eng_count(&e->cnt[SR_ENG_RETRANS], 1);
 }
 
 /*
@@ -493,7 +524,7 @@ static bool first_unanswered(struct sr_engine *e, struct sr_qp_shm *qp, struct s
 {
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
 
-	for (uint32_t i = qp->exec_pos; i != q->spos + (q->soff ? 1 : 0); i++) {
+	for (uint32_t i = qp->exec_pos; i != q->hspos; i++) {
 		struct sr_eng_swqe *sw = &q->swqe[i & (q->swqe_cnt - 1)];
 
 		if (sw->rd_atomic) {
@@ -514,7 +545,7 @@ static bool acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	bool implied = false;
 
 	/* only a PSN we sent moves anything (C9-xx: ignore others) */
-	if (sr_psn_diff(next, q->una) <= 0 || sr_psn_diff(next, q->npsn) > 0)
+	if (sr_psn_diff(next, q->una) <= 0 || sr_psn_diff(next, q->hpsn) > 0)
 		return false;
 	if (first_unanswered(e, qp, q, &u, &sw) && sr_psn_diff(next, u) > 0) {
 		next = u;
@@ -523,6 +554,7 @@ static bool acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	if (sr_psn_diff(next, q->una) > 0) {
 		q->una = next;
 		q->regap = false;
+		q->recovering = false;
 		q->retry_left = qp->retry_cnt; /* progress: the retry budget starts again */
 		sr_eng_comp_retire(e, qp, q, sr_psn_add(next, SR_PSN_MASK));
 	}
@@ -530,6 +562,8 @@ static bool acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		rewind_to(e, qp, q, q->una);
 		return true;
 	}
+	if (sr_psn_diff(q->una, q->npsn) > 0)
+		reposition(e, qp, q, q->una); /* no need to resend what came */
 	if (q->una == q->npsn && qp->exec_pos == q->spos && !q->soff)
 		q->deadline = 0;
 	else
@@ -579,7 +613,10 @@ static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 	}
 	sr_eng_count(&e->cnt[SR_ENG_NAK_RX], 1);
 	if (kind == SR_AETH_NAK && val == SR_NAK_PSN_SEQ) {
+		/* resend the missing packet alone, with AckReq: the ACK says
+		 * how far the responder got past it (resp.c places ahead) */
 		rewind_to(e, qp, q, q->una);
+		q->recovering = true;
 		sr_eng_req_run(e, qp, q);
 		return;
 	}
@@ -771,6 +808,7 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		/* a probe: go back to the oldest unacknowledged PSN, keep the
 		 * deadline set so that sending does not restart the clocks */
 		sr_eng_count(&e->cnt[SR_ENG_PROBES], 1);
+		q->recovering = false;
 		q->probe_ns = q->probe_ns * 2 < probe_cap(qp) ? q->probe_ns * 2 : probe_cap(qp);
 		set_deadline(e, q);
 		rewind_to(e, qp, q, q->una);
@@ -783,6 +821,7 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		return;
 	}
 	q->retry_left--;
+	q->recovering = false;
 	q->deadline = 0;
 	rewind_to(e, qp, q, q->una);
 	sr_eng_req_run(e, qp, q);
