@@ -931,6 +931,26 @@ static void srq_destroy(struct sr_daemon *d, struct sr_obj *o)
 	obj_unlink(o);
 }
 
+/*
+ * The random tag bits of a QPN.  SOFTRDMA_TEST_QPN_TAG=N (tests only) fixes
+ * them, so two fresh daemons number their first QPs alike: the two-host
+ * tests use it to give a local QP the number of a remote peer and check
+ * that the peer's traffic is routed by GID first (docs/architecture.md).
+ */
+static uint32_t qpn_tag(void)
+{
+	static int fixed = -1;
+	static uint32_t tag;
+
+	if (fixed < 0) {
+		const char *v = getenv("SOFTRDMA_TEST_QPN_TAG");
+
+		fixed = v && *v;
+		tag = fixed ? (uint32_t)strtoul(v, NULL, 0) : 0;
+	}
+	return fixed ? tag : sr_random32();
+}
+
 /* ---- QP ---- */
 
 static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
@@ -990,7 +1010,7 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	obj_hold(o, rcq);
 	if (srq)
 		obj_hold(o, srq);
-	o->handle = sr_qpn_make(idx, sr_random32());
+	o->handle = sr_qpn_make(idx, qpn_tag());
 	o->u.shm.off = off;
 	o->u.shm.size = got;
 	d->qp_by_idx[idx] = o;

@@ -18,7 +18,12 @@
  *
  *   server: sr_xfer -g GID_INDEX -p PORT
  *   client: sr_xfer -g GID_INDEX -p PORT [-b BYTES] [-n ATOMICS] [-s SEED]
- *                   [-o write,read,send,atomic] SERVER_ADDR
+ *                   [-o write,read,send,atomic] [-D] SERVER_ADDR
+ *
+ * -D (with SOFTRDMA_TEST_QPN_TAG set for both daemons): the client first
+ * makes a decoy QP, which gets the same number as the server's QP, ready
+ * to receive; the transfer must reach the server and never the decoy
+ * (routing by GID, then QPN).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -500,7 +505,55 @@ static int side_channel(const char *host, const char *port)
 	return s;
 }
 
-static void open_ctx(struct ctx *c, bool server)
+/* A QP numbered like the server's, on the client's host, able to receive. */
+struct decoy {
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+};
+
+static void decoy_make(struct ctx *c, struct decoy *d)
+{
+	struct ibv_qp_init_attr ia = {0};
+
+	d->cq = ibv_create_cq(c->dev, 4, NULL, NULL, 0);
+	if (!d->cq)
+		DIE("decoy CQ");
+	ia.send_cq = ia.recv_cq = d->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 2;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	d->qp = ibv_create_qp(c->pd, &ia);
+	if (!d->qp)
+		DIE("decoy QP: %s", strerror(errno));
+}
+
+static void connect_qp(struct ctx *c, struct ibv_qp *qp, int gidx, const struct peer *me,
+		       const struct peer *p);
+
+static void decoy_arm(struct ctx *c, struct decoy *d, int gidx, const struct peer *me)
+{
+	struct peer self = *me;
+	struct ibv_sge sg = {(uintptr_t)c->counter + 64, 64, c->cmr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = 7, .sg_list = &sg, .num_sge = 1}, *bad;
+
+	self.qpn = d->qp->qp_num; /* to itself, on this host */
+	connect_qp(c, d->qp, gidx, &self, &self);
+	if (ibv_post_recv(d->qp, &wr, &bad))
+		DIE("decoy receive");
+}
+
+static void decoy_check(struct decoy *d)
+{
+	struct ibv_wc wc;
+
+	if (ibv_poll_cq(d->cq, 1, &wc) != 0)
+		DIE("the decoy QP 0x%x got a completion (opcode %d, status %s): another "
+		    "host's traffic was routed by QPN alone",
+		    d->qp->qp_num, wc.opcode, ibv_wc_status_str(wc.status));
+	printf("decoy QP 0x%x, numbered like the server's, received nothing\n", d->qp->qp_num);
+}
+
+static void open_ctx(struct ctx *c, bool server, struct decoy *d)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	size_t len =
@@ -526,6 +579,8 @@ static void open_ctx(struct ctx *c, bool server)
 	c->cmr = ibv_reg_mr(c->pd, c->counter, 4096, acc);
 	if (!c->mr || !c->cmr)
 		DIE("ibv_reg_mr: %s", strerror(errno));
+	if (d)
+		decoy_make(c, d); /* first: the number the server's first QP gets */
 	ia.send_cq = ia.recv_cq = c->cq;
 	ia.qp_type = IBV_QPT_RC;
 	ia.cap.max_send_wr = DEPTH;
@@ -538,7 +593,8 @@ static void open_ctx(struct ctx *c, bool server)
 	ibv_free_device_list(list);
 }
 
-static void connect_qp(struct ctx *c, int gidx, const struct peer *me, const struct peer *p)
+static void connect_qp(struct ctx *c, struct ibv_qp *qp, int gidx, const struct peer *me,
+		       const struct peer *p)
 {
 	struct ibv_port_attr pa;
 	struct ibv_qp_attr a = {0};
@@ -549,7 +605,7 @@ static void connect_qp(struct ctx *c, int gidx, const struct peer *me, const str
 	a.port_num = 1;
 	a.qp_access_flags =
 	    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-	if (ibv_modify_qp(c->qp, &a,
+	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		DIE("INIT: %s", strerror(errno));
 	memset(&a, 0, sizeof(a));
@@ -564,7 +620,7 @@ static void connect_qp(struct ctx *c, int gidx, const struct peer *me, const str
 	a.ah_attr.grh.sgid_index = (uint8_t)gidx;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(c->qp, &a,
+	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		DIE("RTR: %s", strerror(errno));
@@ -575,7 +631,7 @@ static void connect_qp(struct ctx *c, int gidx, const struct peer *me, const str
 	a.rnr_retry = 7;
 	a.sq_psn = me->psn;
 	a.max_rd_atomic = 16;
-	if (ibv_modify_qp(c->qp, &a,
+	if (ibv_modify_qp(qp, &a,
 			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 			      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		DIE("RTS: %s", strerror(errno));
@@ -589,10 +645,11 @@ int main(int argc, char **argv)
 	struct ctx c = {0};
 	union ibv_gid gid;
 	int gidx = 0, opt;
-	bool server;
+	bool server, decoy = false;
+	struct decoy dc = {0};
 
 	rng_state = 1;
-	while ((opt = getopt(argc, argv, "g:p:b:n:s:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "g:p:b:n:s:o:D")) != -1) {
 		switch (opt) {
 		case 'g':
 			gidx = atoi(optarg);
@@ -612,6 +669,9 @@ int main(int argc, char **argv)
 		case 'o':
 			ops = optarg;
 			break;
+		case 'D':
+			decoy = true;
+			break;
 		default:
 			fprintf(stderr, "usage: sr_xfer [-g gid] [-p port] [-b bytes] [-n atomics] "
 					"[-s seed] [-o ops] [server]\n");
@@ -619,7 +679,8 @@ int main(int argc, char **argv)
 		}
 	}
 	server = optind >= argc;
-	open_ctx(&c, server);
+	decoy = decoy && !server;
+	open_ctx(&c, server, decoy && !server ? &dc : NULL);
 	if (ibv_query_gid(c.dev, 1, gidx, &gid))
 		DIE("ibv_query_gid %d", gidx);
 	me.qpn = c.qp->qp_num;
@@ -631,7 +692,14 @@ int main(int argc, char **argv)
 	memcpy(me.gid, gid.raw, 16);
 	c.sock = side_channel(server ? NULL : argv[optind], port);
 	xchg(c.sock, &me, &p, sizeof(me));
-	connect_qp(&c, gidx, &me, &p);
+	if (decoy) {
+		if (dc.qp->qp_num != p.qpn)
+			DIE("no collision: the decoy is 0x%x, the server's QP 0x%x (both daemons "
+			    "need the same SOFTRDMA_TEST_QPN_TAG)",
+			    dc.qp->qp_num, p.qpn);
+		decoy_arm(&c, &dc, gidx, &me);
+	}
+	connect_qp(&c, c.qp, gidx, &me, &p);
 	if (server)
 		for (uint32_t i = 0; i < DEPTH; i++)
 			post_recv(&c, i);
@@ -663,6 +731,8 @@ int main(int argc, char **argv)
 		server ? atomic_s(&c, natomic) : atomic_c(&c, &q, natomic);
 	}
 	sync_point(&c);
+	if (decoy)
+		decoy_check(&dc);
 	printf("sr_xfer: all checks passed\n");
 	return 0;
 }
