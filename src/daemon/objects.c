@@ -24,6 +24,7 @@
 #include "core/seqlock.h"
 #include "core/shmlock.h"
 #include "daemon/daemon.h"
+#include "wire/gid.h"
 #include "shm/qp_err.h"
 
 #define SR_HANDLE_LIMIT (1u << 18)
@@ -1238,7 +1239,7 @@ static int do_attach_mcast(struct sr_daemon *d, struct sr_client *c, const struc
 	if (!o)
 		return -EINVAL;
 	qp = sr_arena_at(d->arena, o->u.shm.off);
-	if (qp->type != IBV_QPT_UD || req->u.mcast.gid[0] != 0xff)
+	if (qp->type != IBV_QPT_UD || !sr_gid_is_mcast(req->u.mcast.gid))
 		return -EINVAL; /* only UD QPs join, and only multicast GIDs (IBTA 4.1.1) */
 	if (!attach) {
 		bool member = false;

@@ -41,17 +41,12 @@
 
 #include <infiniband/verbs.h>
 
+#include "side.h"
+
 #define BUF_SIZE  (16u << 20) /* the server's target buffer: one round */
 #define MAX_MSG	  (1u << 20)
 #define DEPTH	  32 /* work requests in flight */
 #define RECV_SIZE (MAX_MSG + 16)
-
-#define DIE(...)                                                                                   \
-	do {                                                                                       \
-		fprintf(stderr, "sr_xfer: " __VA_ARGS__);                                          \
-		fputc('\n', stderr);                                                               \
-		exit(1);                                                                           \
-	} while (0)
 
 struct peer {
 	uint32_t qpn, psn, rkey, crkey; /* crkey: the counter's MR */
@@ -106,19 +101,6 @@ static int64_t check(const char *p, uint64_t s, uint64_t off, uint64_t len)
 		if ((uint8_t)p[i] != pat(s, off + i))
 			return (int64_t)i;
 	return -1;
-}
-
-static void xchg(int sock, void *out, void *in, size_t len)
-{
-	if (write(sock, out, len) != (ssize_t)len)
-		DIE("side channel write: %s", strerror(errno));
-	for (size_t got = 0; got < len;) {
-		ssize_t r = read(sock, (char *)in + got, len - got);
-
-		if (r <= 0)
-			DIE("side channel read: %s", r ? strerror(errno) : "closed");
-		got += (size_t)r;
-	}
 }
 
 static void sync_point(struct ctx *c)
@@ -474,36 +456,6 @@ static void atomic_s(struct ctx *c, uint64_t n)
 }
 
 /* ---- set-up ---- */
-
-static int side_channel(const char *host, const char *port)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = host ? 0 : AI_PASSIVE};
-	struct addrinfo *ai;
-	int s, one = 1;
-
-	if (getaddrinfo(host, port, &hints, &ai))
-		DIE("getaddrinfo %s", host ? host : "");
-	s = socket(ai->ai_family, SOCK_STREAM, 0);
-	if (s < 0)
-		DIE("socket");
-	if (host) {
-		if (connect(s, ai->ai_addr, ai->ai_addrlen))
-			DIE("connect %s: %s", host, strerror(errno));
-	} else {
-		int l;
-
-		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(s, ai->ai_addr, ai->ai_addrlen) || listen(s, 1))
-			DIE("bind/listen: %s", strerror(errno));
-		l = accept(s, NULL, NULL);
-		if (l < 0)
-			DIE("accept");
-		close(s);
-		s = l;
-	}
-	freeaddrinfo(ai);
-	return s;
-}
 
 /* A QP numbered like the server's, on the client's host, able to receive. */
 struct decoy {
