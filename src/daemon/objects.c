@@ -24,6 +24,7 @@
 #include "core/seqlock.h"
 #include "core/shmlock.h"
 #include "daemon/daemon.h"
+#include "engine/engine.h"
 #include "wire/gid.h"
 #include "shm/qp_err.h"
 
@@ -1225,6 +1226,8 @@ static void mcast_detach_qp(struct sr_daemon *d, uint32_t qpn, const uint8_t *gi
 		if (k != g.nqp) {
 			g.nqp = k;
 			mcast_write(&t[i], &g);
+			if (!k)
+				sr_engine_mcast(g.gid, false); /* the host left the group */
 		}
 	}
 }
@@ -1265,6 +1268,13 @@ static int do_attach_mcast(struct sr_daemon *d, struct sr_client *c, const struc
 		return -ENOMEM;
 	g.qpn[g.nqp++] = req->handle;
 	mcast_write(slot, &g);
+	if (g.nqp == 1) {
+		/* the first member on this host: other hosts' datagrams to it */
+		int ret = sr_engine_mcast(g.gid, true);
+
+		if (ret)
+			sr_info("multicast: cannot join the group on the wire: %s", strerror(-ret));
+	}
 	return 0;
 }
 

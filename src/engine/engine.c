@@ -221,6 +221,13 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 	}
 	sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], 1);
 	sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], p.paylen);
+	if (p.bth.dqpn == SR_QPN_MCAST) {
+		if (!opcode_fits(p.bth.opcode, IBV_QPT_UD))
+			drop(e, SR_DROP_TRANSPORT);
+		else
+			sr_eng_mcast_rx(e, &p, sgid, dgid);
+		return;
+	}
 	qp = sr_exec_qp_lookup(e->ctx, p.bth.dqpn);
 	if (!qp) {
 		drop(e, SR_DROP_QPN);
@@ -573,6 +580,13 @@ int sr_engine_start(int sock)
 		return -ret;
 	engine_running = true;
 	return 0;
+}
+
+int sr_engine_mcast(const uint8_t *mgid, bool join)
+{
+	struct sr_engine *e = engine_for_status; /* set once its socket is bound */
+
+	return e ? sr_eng_mcast_join(e->rx_sock, mgid, join) : 0;
 }
 
 void sr_engine_stop(void)

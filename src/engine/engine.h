@@ -186,11 +186,22 @@ void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_p
 /* Sends the ACKs the responder owes (coalesced: once per received batch). */
 void sr_eng_resp_acks(struct sr_engine *e);
 
+/* mcast.c: UD multicast groups on the wire */
+/* Joins (or leaves) sock to the IP group of an IPv4-mapped MGID on every
+ * multicast interface; 0 or -errno.  Other MGIDs: nothing to do. */
+int sr_eng_mcast_join(int sock, const uint8_t *mgid, bool join);
+/* A datagram for QPN 0xFFFFFF to group dgid: to each member QP. */
+void sr_eng_mcast_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
+		     const uint8_t *dgid);
+
 /* The daemon's side: starts the engine thread (its context connected to
  * the daemon through `sock`), or returns -errno. */
 int sr_engine_start(int sock);
 /* Appends the engine's port counters to buf as one line (none: nothing). */
 void sr_engine_status(char *buf, size_t len);
+/* The first QP of this host joined MGID (join) or the last one left it:
+ * the engine's socket follows; 0 or -errno (no engine: 0). */
+int sr_engine_mcast(const uint8_t *mgid, bool join);
 /* Stops it (at daemon exit). */
 void sr_engine_stop(void);
 

@@ -36,7 +36,6 @@
 #include "wire/udp.h"
 #include "verbs/internal.h"
 
-#define SR_QPN_MCAST 0xffffffu
 #define SR_GRH_LEN   40
 /* deliver(): messages up to this size reserve their CQE before the copy */
 #define SR_EARLY_CQE_MAX 4096

@@ -26,6 +26,7 @@
 #define MSG   1000
 #define QKEY  0x11111111u
 #define SLOTS 64
+#define BATCH 32 /* datagrams between the sender's waits */
 
 struct member {
 	struct ibv_cq *cq, *scq; /* receives, sends */
@@ -163,9 +164,21 @@ int main(int argc, char **argv)
 	member_make(&m, &mgid);
 	sock = side_channel(sender ? argv[optind] : NULL, port);
 	xchg(sock, &m.qp->qp_num, &peer_qpn, 4);
-	xchg(sock, &n, &n, 4); /* the receiver takes the sender's count */
+	{
+		uint32_t theirs;
+
+		xchg(sock, &n, &theirs, 4); /* the receiver takes the sender's count */
+		if (!sender)
+			n = theirs;
+	}
 	if (!sender) {
 		xchg(sock, &go, &go, 4); /* attached: the sender may start */
+		/* UD drops what finds no receive WQE: the sender waits for
+		 * every BATCH to be taken here (SLOTS are posted) */
+		for (uint32_t k = BATCH; k < n; k += BATCH) {
+			wait_all(&m, k, peer_qpn, &mgid);
+			xchg(sock, &go, &go, 4);
+		}
 		wait_all(&m, n, peer_qpn, &mgid);
 		xchg(sock, &m.got, &go, 4);
 		printf("sr_mcast: %u datagrams received once each from QPN 0x%x over the "
@@ -210,6 +223,8 @@ int main(int argc, char **argv)
 			if (k < 0 || wc.status != IBV_WC_SUCCESS)
 				DIE("send %u failed", seq);
 			wait_all(&m, seq + 1, m.qp->qp_num, &mgid);
+			if ((seq + 1) % BATCH == 0 && seq + 1 < n)
+				xchg(sock, &go, &go, 4);
 		}
 		xchg(sock, &go, &go, 4); /* the receiver's count */
 		if (go != n)
