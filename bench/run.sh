@@ -115,6 +115,7 @@ trap 'exit 130' INT TERM
 # ---------------------------------------------------------- dependencies
 SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
+# the same as the Makefile's DEB_BUILD (what is needed here) and DEB_BENCH
 PKGS="cmake gcc make pkg-config libibverbs-dev perftest ucx-utils libfabric-bin python3-matplotlib iproute2 util-linux"
 if [ "$DEPS" = 1 ]; then
 	missing=
