@@ -59,9 +59,22 @@ th_start_daemons() {
 	done
 	unset SOFTRDMA_FAULT
 	for h in a b; do
-		nn_wait_daemon $h || return 1
+		th_wait_daemon $h || return 1
 	done
 	GA=$(nn_gid_index a "$(addr_a)") && GB=$(nn_gid_index b "$(addr_b)") || return 1
+}
+
+# th_wait_daemon a|b: until the host's daemon answers `softrdma status`
+# (as nn_wait_daemon, but reading the whole answer first: run.sh sets
+# pipefail, and a `| grep -q` that stops reading early can fail the pipe)
+th_wait_daemon() {
+	local out i
+	for i in $(seq 100); do
+		out=$(on_host "$1" "$NN_SR" status 2>/dev/null)
+		case $out in device*) return 0 ;; esac
+		sleep 0.05
+	done
+	return 1
 }
 
 th_set_mtu() {
@@ -292,10 +305,10 @@ th_loss() {
 			"n/a (no fault injection in this build)"
 		return
 	fi
-	fl0=$(on_a "$NN_SR" status 2>/dev/null | grep -i fault)
+	fl0=$(on_a "$NN_SR" status 2>/dev/null | grep -i -E 'fault|inject')
 	th_sr_bw ib_write_bw 1048576 "$TH_N_1M" ib_write_bw_ref # lossless, clean daemons
 	if th_start_daemons "$TH_FAULT_SPEC"; then
-		fl1=$(on_a "$NN_SR" status 2>/dev/null | grep -i fault)
+		fl1=$(on_a "$NN_SR" status 2>/dev/null | grep -i -E 'fault|inject')
 	else
 		fl1=
 	fi
