@@ -507,6 +507,13 @@ def th_ratio(mtu, a, b, field_a="value", field_b="value", scale_b=1.0):
     return ratio_series(x, y)
 
 
+def th_busy(mtu, metric, size=None):
+    """' (k/n contended)' if k of the n runs of this row saw other runnable tasks"""
+    rs = th_rows(mtu, metric, size).values()
+    k = sum(1 for r in rs if num(r.extra.get("others", 0)) > 0)
+    return f" ({k}/{len(rs)} contended)" if k else ""
+
+
 LINK_BW = ("udp_gso_gro", None)
 LINK_LAT = ("udp_busy_lat", None)
 th_table = []
@@ -514,7 +521,7 @@ th_targets = []
 th_target_lines = []
 if th_mtus:
     th_table.append("| MTU | measurement | size | softrdma | link's own limit | softrdma/limit | UCX over TCP | softrdma/UCX "
-                    "| libfabric tcp fi_pingpong | softrdma/libfabric | retransmits (median) | probe ns (median) |")
+                    "| libfabric tcp fi_pingpong | softrdma/libfabric | retransmits (median) | probe ns (median; softrdma runs) |")
     # ratios are softrdma / other for bandwidth and latency alike: above 1 is
     # better for bandwidth, below 1 is better for latency
     th_table.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -534,12 +541,12 @@ if th_mtus:
                 f"{rcell(summ(th_ratio(mtu, (op, s), ('ucx_tcp_put_bw', s)).values())) if ucx else '–'} | "
                 f"{th_cell(mtu, 'fi_tcp_pingpong', s) if fi else '–'} | "
                 f"{rcell(summ(th_ratio(mtu, (op, s), ('fi_tcp_pingpong', s)).values())) if fi else '–'} | "
-                f"{rtx[0]:.0f} | {fmt(pr[0]) if pr else 'n/a'} |" if rtx else f"n/a | {fmt(pr[0]) if pr else 'n/a'} |")
+                f"{f'{rtx[0]:.0f}' if rtx else 'n/a'} | {fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, op, s)} |")
         if th_rows(mtu, "ib_write_bw", 8):
             pr = summ(th_series(mtu, "ib_write_bw", 8, "probe").values())
             th_table.append(f"| {mtu} | ib_write_bw message rate | 8 B | "
                             f"{th_cell(mtu, 'ib_write_bw', 8, 'M msg/s', 'msgrate_mpps')} | – | – | – | – | – | – | – | "
-                            f"{fmt(pr[0]) if pr else 'n/a'} |")
+                            f"{fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, 'ib_write_bw', 8)} |")
         for op in ("ib_write_lat", "ib_send_lat"):
             if not th_rows(mtu, op, 8):
                 continue
@@ -553,7 +560,7 @@ if th_mtus:
                 f"{rcell(summ(th_ratio(mtu, (op, 8), ('ucx_tcp_put_lat', 8)).values())) if ucx else '–'} | "
                 f"one way {th_cell(mtu, 'fi_tcp_pingpong', 8, 'µs', 'oneway_usec')} | "
                 f"{rcell(summ(th_ratio(mtu, (op, 8), ('fi_tcp_pingpong', 8), field_b='oneway_usec').values()))} | "
-                f"– | {fmt(pr[0]) if pr else 'n/a'} |")
+                f"– | {fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, op, 8)} |")
         if th_rows(mtu, "ib_write_bw_loss1"):
             rtx = summ(th_series(mtu, "ib_write_bw_loss1", None, "retransmits").values())
             pr = summ(th_series(mtu, "ib_write_bw_loss1", None, "probe").values())
@@ -561,7 +568,7 @@ if th_mtus:
                 f"| {mtu} | ib_write_bw, 1% injected drop | 1 MiB | {th_cell(mtu, 'ib_write_bw_loss1')} | "
                 f"lossless run before it {th_cell(mtu, 'ib_write_bw_ref')} | "
                 f"{rcell(summ(th_ratio(mtu, ('ib_write_bw_loss1', None), ('ib_write_bw_ref', None)).values()))} | "
-                f"– | – | – | – | {f'{rtx[0]:.0f}' if rtx else 'n/a'} | {fmt(pr[0]) if pr else 'n/a'} |")
+                f"– | – | – | – | {f'{rtx[0]:.0f}' if rtx else 'n/a'} | {fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, 'ib_write_bw_loss1')} |")
 
     TH_TARGETS = [
         ("ib_write_bw 1 MiB ≥ 0.6× UDP GSO+GRO", ("ib_write_bw", 1048576), LINK_BW, ">=", 0.6),
@@ -622,7 +629,7 @@ if th_mtus:
         if xs:
             ax.bar(xs, ms, color=cs, yerr=[lo, hi], capsize=3)
             ax.set_xticks(xs)
-            ax.set_xticklabels(ls, fontsize=6.5)
+            ax.set_xticklabels([x.replace("\n", " ") for x in ls], fontsize=7, rotation=35, ha="right")
         ax.set_title(f"two hosts, veth MTU {mtu}")
         ax.set_ylabel("GB/s (median; bars = min–max)")
         ax.grid(True, axis="y", alpha=0.3)
