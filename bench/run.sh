@@ -497,6 +497,8 @@ if [ "$TWOHOST" = 1 ]; then
 		ROUNDS=$TH_ROUNDS
 		th_main
 	)
+	rc=$?
+	[ $rc = 0 ] || { say "two-host section ended early (exit $rc)"; echo "ended early (exit $rc)" >>"$OUT/twohost.txt"; }
 	echo "wall time with the two-host section: $(($(date +%s) - T_START)) s" >>"$OUT/env.txt"
 fi
 
