@@ -71,7 +71,7 @@ clean:
 
 # Side-by-side benchmarks (bench/run.sh): installs what is missing, builds
 # build-release, writes results/<timestamp>/report.md.  As root it ends with
-# the two-host section (bench/twohost.sh).  BENCH=short: about 5 min in all;
+# the two-host section (bench/twohost.sh).  BENCH=short: 5-12 min in all;
 # BENCH_ARGS: more options for bench/run.sh (--no-twohost, --twohost-only,
 # --rounds N, --twohost-rounds N, --pin).
 .PHONY: bench deps-bench

@@ -5,12 +5,13 @@
 #                [--no-twohost | --twohost-only] [--twohost-rounds N]
 #   make bench             full: 8 sizes (8 B .. 1 MiB), all tests, 5 rounds;
 #                          about 6-10 minutes on an idle 2-vCPU VM, plus
-#                          the two-host section (3 rounds, about 6 minutes)
+#                          the two-host section (3 rounds: 25 minutes measured
+#                          at load 10, roughly a third of that when idle)
 #   make bench BENCH=short just what the targets need (write 8 B / 64 KiB /
 #                          1 MiB, read 1 MiB, write/send latency), 3 rounds:
 #                          under 2 minutes once build-release is built; the
 #                          two-host section with 2 rounds of fewer
-#                          iterations, about 3 more minutes
+#                          iterations (7 more minutes measured at load 7)
 #
 # 1. installs what is missing from Debian (perftest, ucx-utils,
 #    libfabric-bin, python3-matplotlib, build tools; apt-get update first);
