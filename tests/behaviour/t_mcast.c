@@ -72,8 +72,7 @@ static void round_trip(struct menv *e, int round, bool m1, bool m2, bool agent_m
 		CHECK_EQ(wc.byte_len, len + GRH_LEN);
 		CHECK_EQ(wc.src_qp, e->qp[0]->qp_num);
 		CHECK(wc.wc_flags & IBV_WC_GRH);
-		CHECK_MEM(((struct ibv_grh *)e->buf[m].p)->dgid.raw, group.raw, 16);
-		CHECK_MEM(((struct ibv_grh *)e->buf[m].p)->sgid.raw, e->d.gid.raw, 16);
+		CHECK_GRH(e->buf[m].p, &e->d.gid, &group);
 		CHECK_PAT(e->buf[m].p + GRH_LEN, len, S_MSG(round), 0);
 	}
 	if (!agent_member) {

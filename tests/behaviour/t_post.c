@@ -11,6 +11,7 @@
  * completes successfully, nothing arrives, both QPs stay usable, and a
  * dropped message never turns up in a receive posted later.
  */
+#include "hosts.h"
 #include "tcommon.h"
 
 static struct ibv_send_wr write_wr(uint64_t id, struct ibv_sge *sge, int nsge, uint64_t raddr,
@@ -227,12 +228,18 @@ void test_unreliable_drops(void)
 		pat_fill(e.b.p, 64, S_MSG(2), 0);
 		wr = rdma_wr(IBV_WR_RDMA_WRITE, 2, &sge, tgt.addr, tgt.rkey);
 		post_expect(uc, e.cq, &wr, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
-		CHECK_EQ(ag_mem_check(&e.ag, tgt.h, 0, 64, S_MSG(2), 0), -1);
+		CHECK_EQ(ag_mem_wait(&e.ag, tgt.h, 0, 64, S_MSG(2), 0, 2000), -1);
+		/* it came after the bad one, on the same QP: that one changed nothing */
+		CHECK_EQ(ag_mem_check(&e.ag, tgt.h, 64, 4096 - 64, S_BACKGROUND, 64), -1);
 	}
 
 	sr_note("UC SEND with no receive posted");
 	send_one(&e, uc, NULL, 0, 0, 3, S_MSG(3));
 	CHECK_EQ(vqp_state(uc), IBV_QPS_RTS);
+	/* a UC SEND completes when sent: across hosts, let it arrive (and be
+	 * dropped) before the receive is posted */
+	if (sr_remote())
+		sr_sleep_ms(200);
 	CHECK_EQ(ag_post_recv(&e.ag, uq.h, 0, 30, &pc, 1, e.ar.h), 0);
 	CHECK_EQ(ag_poll(&e.ag, e.acq, &wc, 1, 30), 0); /* the dropped one does not come */
 	send_one(&e, uc, NULL, 0, 0, 4, S_MSG(4));
