@@ -77,8 +77,8 @@ static inline bool gid_is_ipv4(const union ibv_gid *g)
 }
 
 #define CHECK_GRH(buf, sgid, dgid) check_grh(__FILE__, __LINE__, (buf), (sgid), (dgid))
-static inline void check_grh(const char *file, int line, const void *buf,
-			     const union ibv_gid *sgid, const union ibv_gid *dgid)
+static inline void check_grh(const char *file, int line, const void *buf, const union ibv_gid *sgid,
+			     const union ibv_gid *dgid)
 {
 	const uint8_t *b = buf;
 

@@ -23,15 +23,14 @@ case $family in
 *) echo "address family must be 4 or 6" >&2; exit 2 ;;
 esac
 
-udp_out() { # datagrams host $1 has sent so far
-	on_host "$1" awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "OutDatagrams") c = i; h = 1 }
-		else print $c }' /proc/net/snmp
+udp_count() { # udp_count HOST FIELD: IPv4 Udp FIELD + IPv6 Udp6FIELD in that host
+	on_host "$1" awk -v f="$2" '
+		FILENAME ~ /snmp6$/ { if ($1 == "Udp6" f) n += $2; next }
+		/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == f) c = i; h = 1 } else n += $c }
+		END { print n + 0 }' /proc/net/snmp /proc/net/snmp6
 }
-
-udp_drops() { # datagrams host $1's kernel dropped for want of socket buffer
-	on_host "$1" awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) if ($i == "RcvbufErrors") c = i; h = 1 }
-		else print $c }' /proc/net/snmp
-}
+udp_out() { udp_count "$1" OutDatagrams; } # datagrams host $1 has sent
+udp_drops() { udp_count "$1" RcvbufErrors; } # dropped for want of socket buffer
 
 sent_a=$(udp_out a) sent_b=$(udp_out b) drop_a=$(udp_drops a) drop_b=$(udp_drops b)
 on_a env SR_BEHAVE_PEER_NETNS="/run/netns/$NN_B" SR_BEHAVE_ADDR="$aa" SR_BEHAVE_PEER_ADDR="$ab" \
