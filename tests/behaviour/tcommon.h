@@ -66,7 +66,7 @@ static inline void aregions_init(struct agent *ag, struct aregions *r, int acces
 /*
  * The 40 bytes a UD receive gets ahead of the payload: for IPv4 GIDs
  * (::ffff:a.b.c.d) RoCEv2 puts the packet's IPv4 header in the last 20
- * (IBTA Annex A17.4.5.2, as mlx5 and rxe do; ibv_init_ah_from_wc reads it
+ * (IBTA Annex A17, RoCEv2; as mlx5 and rxe do, and ibv_init_ah_from_wc reads it
  * there), for others a GRH with the source and destination GIDs.
  */
 static inline bool gid_is_ipv4(const union ibv_gid *g)
