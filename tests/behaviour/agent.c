@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "hosts.h"
 
 #define AG_MAX_QP      2048
 #define AG_MAX_CQ      16
@@ -606,6 +607,7 @@ static void agent_main(int fd, void *arg)
 	s->in = malloc(AG_MAX_PAYLOAD);
 	s->out = malloc(AG_MAX_PAYLOAD);
 	REQUIRE(s->in && s->out);
+	sr_host_enter_peer(); /* remote mode: the agent is the other host */
 	vdev_open(&s->d);
 	for (;;) {
 		struct ag_req rq;
@@ -824,6 +826,17 @@ long ag_mem_check(struct agent *ag, int mr, int64_t off, uint64_t len, int64_t s
 
 	ag_call(ag, &rq, NULL, &rp, NULL, 0, 0);
 	return (long)rp.a[0];
+}
+
+long ag_mem_wait(struct agent *ag, int mr, int64_t off, uint64_t len, int64_t stream, uint64_t pos,
+		 int timeout_ms)
+{
+	uint64_t end = sr_now_us() + (uint64_t)timeout_ms * 1000;
+	long d;
+
+	while ((d = ag_mem_check(ag, mr, off, len, stream, pos)) >= 0 && sr_now_us() < end)
+		sr_sleep_ms(1);
+	return d;
 }
 
 long ag_guard_check(struct agent *ag, int mr)

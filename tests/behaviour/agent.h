@@ -149,6 +149,10 @@ int ag_post_send(struct agent *ag, const struct ag_wr *wr, const struct piece *p
 int ag_poll(struct agent *ag, int cq, struct ibv_wc *wc, int n, int timeout_ms);
 long ag_mem_check(struct agent *ag, int mr, int64_t off, uint64_t len, int64_t stream,
 		  uint64_t pos);
+/* ag_mem_check until it finds no difference or timeout_ms pass: for data
+ * that may still be on its way (a UC WRITE completes when sent). */
+long ag_mem_wait(struct agent *ag, int mr, int64_t off, uint64_t len, int64_t stream, uint64_t pos,
+		 int timeout_ms);
 long ag_guard_check(struct agent *ag, int mr);
 void ag_mem_read(struct agent *ag, int mr, int64_t off, uint64_t len, void *out);
 void ag_mem_fill(struct agent *ag, int mr, int64_t off, uint64_t len, uint64_t stream,

@@ -14,8 +14,15 @@
  * Environment: SR_BEHAVE_SEED reproduces a run's random choices;
  * SR_BEHAVE_DAEMON overrides the daemon binary; SR_BEHAVE_TIMEOUT_SCALE
  * stretches deadlines (sanitizer builds).
+ *
+ * Remote mode (SR_BEHAVE_PEER_NETNS, see hosts.h): a second private daemon
+ * is started inside the peer host's network namespace and stopped the same
+ * way; the agents use it.  A test that only makes sense on one host is not
+ * run: it prints why and exits 77 (ctest's SKIP_RETURN_CODE).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -30,6 +37,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "hosts.h"
 #include "runner.h"
 #include "tests.h"
 
@@ -41,7 +49,9 @@
 static const struct sr_test sr_tests[] = {SR_TEST_LIST(SR_TABLE_ENTRY)};
 #define SR_NTESTS (sizeof(sr_tests) / sizeof(sr_tests[0]))
 
-static bool daemon_reachable(const char *name)
+#define SR_EXIT_SKIP 77
+
+static bool daemon_reachable(const char *name, int nsfd)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	socklen_t len;
@@ -49,7 +59,7 @@ static bool daemon_reachable(const char *name)
 
 	len = offsetof(struct sockaddr_un, sun_path) + 1 +
 	      snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s", name);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	fd = sr_unix_socket_in(nsfd);
 	if (fd < 0)
 		return false;
 	ok = !connect(fd, (struct sockaddr *)&sa, len);
@@ -57,7 +67,8 @@ static bool daemon_reachable(const char *name)
 	return ok;
 }
 
-static pid_t start_daemon(const char *sock)
+/* A private daemon on socket `sock`, in network namespace nsfd (-1: ours). */
+static pid_t start_daemon(const char *sock, int nsfd)
 {
 	const char *path = getenv("SR_BEHAVE_DAEMON");
 	pid_t self = getpid(), pid;
@@ -65,7 +76,6 @@ static pid_t start_daemon(const char *sock)
 
 	if (!path || !*path)
 		path = SR_DAEMON_PATH;
-	setenv("SOFTRDMA_SOCKET", sock, 1);
 	setenv("SOFTRDMA_NO_SPAWN", "1", 1);
 	fflush(stdout);
 	fflush(stderr);
@@ -76,12 +86,17 @@ static pid_t start_daemon(const char *sock)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != self)
 			_exit(127);
+		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET)) {
+			fprintf(stderr, "setns for softrdmad: %s\n", strerror(errno));
+			_exit(127);
+		}
+		setenv("SOFTRDMA_SOCKET", sock, 1);
 		execl(path, path, "--idle", "0", (char *)NULL);
 		fprintf(stderr, "exec %s: %s\n", path, strerror(errno));
 		_exit(127);
 	}
 	for (int i = 0; i < 1000; i++) {
-		if (daemon_reachable(sock))
+		if (daemon_reachable(sock, nsfd))
 			return pid;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
 			fprintf(stderr, "softrdmad exited during start-up (status %#x)\n", st);
@@ -95,8 +110,8 @@ static pid_t start_daemon(const char *sock)
 	return -1;
 }
 
-/* Stops the daemon by PID; false if it had died during the test. */
-static bool stop_daemon(pid_t pid)
+/* Stops a daemon by PID; false if it had died during the test. */
+static bool stop_daemon(pid_t pid, const char *which)
 {
 	bool alive = true;
 	int st = 0;
@@ -110,16 +125,16 @@ static bool stop_daemon(pid_t pid)
 				break;
 			sr_sleep_ms(10);
 			if (i == 499) {
-				fprintf(stderr, "softrdmad ignored SIGTERM: killed\n");
+				fprintf(stderr, "softrdmad%s ignored SIGTERM: killed\n", which);
 				kill(pid, SIGKILL);
 				waitpid(pid, &st, 0);
 			}
 		}
 	}
 	if (!alive)
-		fprintf(stderr, "softrdmad died during the test (status %#x)\n", st);
+		fprintf(stderr, "softrdmad%s died during the test (status %#x)\n", which, st);
 	else if (!WIFEXITED(st) || WEXITSTATUS(st))
-		fprintf(stderr, "softrdmad exit status %#x after SIGTERM\n", st);
+		fprintf(stderr, "softrdmad%s exit status %#x after SIGTERM\n", which, st);
 	return alive;
 }
 
@@ -139,9 +154,9 @@ static int run_one(const struct sr_test *t)
 	const char *sc = getenv("SR_BEHAVE_TIMEOUT_SCALE");
 	int timeout_s = t->timeout_s * (sc && atoi(sc) > 0 ? atoi(sc) : 1);
 	uint64_t seed = pick_seed(), start = sr_now_us(), deadline;
-	char sock[96];
-	pid_t daemon, pid;
-	int st = 0;
+	char sock[96], peer_sock[104];
+	pid_t daemon, peer_daemon = -1, pid;
+	int st = 0, peer_ns = -1;
 	bool timed_out = false, daemon_ok;
 	unsigned long passed, failed;
 
@@ -156,11 +171,37 @@ static int run_one(const struct sr_test *t)
 
 	snprintf(sock, sizeof(sock), "softrdma-behave-%d-%llx", (int)getpid(),
 		 (unsigned long long)(seed & 0xffffffffu));
-	daemon = start_daemon(sock);
+	if (sr_remote()) {
+		const char *ns = getenv(SR_ENV_PEER_NETNS), *a = getenv(SR_ENV_ADDR),
+			   *pa = getenv(SR_ENV_PEER_ADDR);
+
+		if (!a || !*a || !pa || !*pa) {
+			fprintf(stderr, "%s needs %s and %s\n", SR_ENV_PEER_NETNS, SR_ENV_ADDR,
+				SR_ENV_PEER_ADDR);
+			return 2;
+		}
+		peer_ns = open(ns, O_RDONLY | O_CLOEXEC);
+		if (peer_ns < 0) {
+			fprintf(stderr, "%s=%s: %s\n", SR_ENV_PEER_NETNS, ns, strerror(errno));
+			return 2;
+		}
+		printf("# %s: across hosts: we are %s, the agents %s in %s\n", t->name, a, pa, ns);
+		snprintf(peer_sock, sizeof(peer_sock), "%s-peer", sock);
+		setenv(SR_ENV_PEER_SOCKET, peer_sock, 1);
+		peer_daemon = start_daemon(peer_sock, peer_ns);
+		if (peer_daemon < 0) {
+			printf("%s: 0 passed, 1 failed (no daemon on the peer host)\n", t->name);
+			return 1;
+		}
+	}
+	daemon = start_daemon(sock, -1);
 	if (daemon < 0) {
 		printf("%s: 0 passed, 1 failed (no daemon)\n", t->name);
+		if (peer_daemon > 0)
+			stop_daemon(peer_daemon, " of the peer host");
 		return 1;
 	}
+	setenv("SOFTRDMA_SOCKET", sock, 1);
 
 	fflush(stdout);
 	pid = fork();
@@ -193,7 +234,9 @@ static int run_one(const struct sr_test *t)
 		sr_sleep_ms(5);
 	}
 	kill(-pid, SIGKILL); /* helpers left behind, if any */
-	daemon_ok = stop_daemon(daemon);
+	daemon_ok = stop_daemon(daemon, "");
+	if (peer_daemon > 0 && !stop_daemon(peer_daemon, " of the peer host"))
+		daemon_ok = false;
 
 	passed = atomic_load(&sr_counters->passed);
 	failed = atomic_load(&sr_counters->failed);
@@ -223,9 +266,18 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (size_t i = 0; i < SR_NTESTS; i++)
-		if (!strcmp(argv[1], sr_tests[i].name))
-			return run_one(&sr_tests[i]);
+	for (size_t i = 0; i < SR_NTESTS; i++) {
+		const char *why;
+
+		if (strcmp(argv[1], sr_tests[i].name))
+			continue;
+		why = sr_remote() ? sr_remote_skip_reason(argv[1]) : NULL;
+		if (why) {
+			printf("%s: SKIP across hosts: %s\n", argv[1], why);
+			return SR_EXIT_SKIP;
+		}
+		return run_one(&sr_tests[i]);
+	}
 	fprintf(stderr, "%s: no test named %s (see --list)\n", argv[0], argv[1]);
 	return 2;
 }

@@ -63,6 +63,47 @@ static inline void aregions_init(struct agent *ag, struct aregions *r, int acces
 	}
 }
 
+/*
+ * The 40 bytes a UD receive gets ahead of the payload: for IPv4 GIDs
+ * (::ffff:a.b.c.d) RoCEv2 puts the packet's IPv4 header in the last 20
+ * (IBTA Annex A17, RoCEv2; as mlx5 and rxe do, and ibv_init_ah_from_wc reads it
+ * there), for others a GRH with the source and destination GIDs.
+ */
+static inline bool gid_is_ipv4(const union ibv_gid *g)
+{
+	static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	return !memcmp(g->raw, prefix, 12);
+}
+
+#define CHECK_GRH(buf, sgid, dgid) check_grh(__FILE__, __LINE__, (buf), (sgid), (dgid))
+static inline void check_grh(const char *file, int line, const void *buf, const union ibv_gid *sgid,
+			     const union ibv_gid *dgid)
+{
+	const uint8_t *b = buf;
+
+	if (gid_is_ipv4(sgid) && gid_is_ipv4(dgid)) {
+		const uint8_t *ip = b + 20;
+
+		if (ip[0] == 0x45 && !memcmp(ip + 12, sgid->raw + 12, 4) &&
+		    !memcmp(ip + 16, dgid->raw + 12, 4)) {
+			sr__pass();
+			return;
+		}
+		sr__fail(file, line,
+			 "GRH area: want an IPv4 header from %u.%u.%u.%u to %u.%u.%u.%u at byte "
+			 "20; got version/IHL 0x%02x, %u.%u.%u.%u to %u.%u.%u.%u",
+			 sgid->raw[12], sgid->raw[13], sgid->raw[14], sgid->raw[15], dgid->raw[12],
+			 dgid->raw[13], dgid->raw[14], dgid->raw[15], ip[0], ip[12], ip[13], ip[14],
+			 ip[15], ip[16], ip[17], ip[18], ip[19]);
+		return;
+	}
+	sr__check_mem(file, line, "GRH sgid", ((const struct ibv_grh *)buf)->sgid.raw, sgid->raw,
+		      16);
+	sr__check_mem(file, line, "GRH dgid", ((const struct ibv_grh *)buf)->dgid.raw, dgid->raw,
+		      16);
+}
+
 /* Reads the bytes an agent's receive scattered over its pieces. */
 static inline void agent_gather(struct agent *ag, const struct aregions *r, const struct piece *pc,
 				int n, char *out, size_t cap)

@@ -1,11 +1,14 @@
 /*
  * Verbs helpers (see vutil.h).
  */
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "hosts.h"
 #include "vutil.h"
 
 const struct conn CONN_DEFAULT = {
@@ -18,8 +21,37 @@ const struct conn CONN_DEFAULT = {
     .qkey = 0x11111111,
 };
 
+/*
+ * The index of the RoCE v2 GID of address `addr` (IPv4, as the GID
+ * ::ffff:a.b.c.d, or IPv6) in port 1's table, or -1.
+ */
+static int gid_index_of(struct ibv_context *ctx, int table_len, const char *addr)
+{
+	union ibv_gid want;
+	struct in_addr v4;
+
+	memset(&want, 0, sizeof(want));
+	if (inet_pton(AF_INET, addr, &v4) == 1) {
+		want.raw[10] = want.raw[11] = 0xff;
+		memcpy(&want.raw[12], &v4, 4);
+	} else if (inet_pton(AF_INET6, addr, want.raw) != 1) {
+		return -1;
+	}
+	for (int i = 0; i < table_len; i++) {
+		struct ibv_gid_entry e;
+
+		if (ibv_query_gid_ex(ctx, 1, (uint32_t)i, &e, 0))
+			continue;
+		if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && !memcmp(e.gid.raw, want.raw, 16))
+			return i;
+	}
+	return -1;
+}
+
 void vdev_open(struct vdev *d)
 {
+	const char *addr = getenv(SR_ENV_ADDR);
+
 	struct ibv_device **list;
 	int n = 0;
 
@@ -34,7 +66,13 @@ void vdev_open(struct vdev *d)
 	REQUIRE(d->pd && d->pd2);
 	REQUIRE_OK(ibv_query_device(d->ctx, &d->attr));
 	REQUIRE_OK(ibv_query_port(d->ctx, 1, &d->port));
-	REQUIRE_OK(ibv_query_gid(d->ctx, 1, 0, &d->gid));
+	if (addr && *addr) {
+		d->sgid_index = gid_index_of(d->ctx, d->port.gid_tbl_len, addr);
+		if (d->sgid_index < 0)
+			sr__fail(__FILE__, __LINE__, "no RoCE v2 GID for %s=%s", SR_ENV_ADDR, addr);
+		REQUIRE(d->sgid_index >= 0);
+	}
+	REQUIRE_OK(ibv_query_gid(d->ctx, 1, d->sgid_index, &d->gid));
 	REQUIRE(d->port.state == IBV_PORT_ACTIVE);
 	d->mtu = 128u << d->port.active_mtu; /* IBV_MTU_256 is 1 */
 }
@@ -149,7 +187,7 @@ void vqp_connect(struct vdev *d, struct ibv_qp *qp, uint32_t lpsn, uint32_t rqpn
 		a.rq_psn = rpsn;
 		a.ah_attr.is_global = 1;
 		a.ah_attr.grh.dgid = *rgid;
-		a.ah_attr.grh.sgid_index = 0;
+		a.ah_attr.grh.sgid_index = (uint8_t)d->sgid_index;
 		a.ah_attr.grh.hop_limit = 64;
 		a.ah_attr.port_num = 1;
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
@@ -262,7 +300,7 @@ struct ibv_ah *vah_create(struct vdev *d, const union ibv_gid *dgid)
 	memset(&a, 0, sizeof(a));
 	a.is_global = 1;
 	a.grh.dgid = *dgid;
-	a.grh.sgid_index = 0;
+	a.grh.sgid_index = (uint8_t)d->sgid_index;
 	a.grh.hop_limit = 64;
 	a.port_num = 1;
 	ah = ibv_create_ah(d->pd, &a);

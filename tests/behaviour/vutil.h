@@ -26,7 +26,8 @@ struct vdev {
 	struct ibv_pd *pd2; /* a second protection domain, for cross-PD checks */
 	struct ibv_device_attr attr;
 	struct ibv_port_attr port;
-	union ibv_gid gid; /* GID index 0: the source GID of our AHs */
+	union ibv_gid gid; /* GID sgid_index: the source GID of our QPs and AHs */
+	int sgid_index;	   /* 0, or the GID of SR_BEHAVE_ADDR (hosts.h) */
 	uint32_t mtu;	   /* active MTU in bytes */
 };
 
