@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "wire/grh.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
 #include "verbs/internal.h"
@@ -520,43 +521,6 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 
 /* ---- UD (9.8.2 / C10-xx) ---- */
 
-/* The 40 bytes a UD receive gets before the payload: for RoCEv2 the IP
- * header, IPv4 in the last 20 bytes (the first 20 zero), IPv6 whole. */
-static void build_grh(uint8_t *grh, const uint8_t *sgid, const uint8_t *dgid, uint32_t udp_len)
-{
-	static const uint8_t v4pfx[12] = {[10] = 0xff, [11] = 0xff};
-
-	memset(grh, 0, 40);
-	if (!memcmp(sgid, v4pfx, 12) && !memcmp(dgid, v4pfx, 12)) {
-		uint8_t *ip = grh + 20;
-		uint32_t sum = 0, tot = 20 + udp_len;
-
-		ip[0] = 0x45;
-		ip[2] = (uint8_t)(tot >> 8);
-		ip[3] = (uint8_t)tot;
-		ip[6] = 0x40; /* DF */
-		ip[8] = 64;
-		ip[9] = 17;
-		memcpy(ip + 12, sgid + 12, 4);
-		memcpy(ip + 16, dgid + 12, 4);
-		for (int i = 0; i < 20; i += 2)
-			sum += (uint32_t)ip[i] << 8 | ip[i + 1];
-		while (sum >> 16)
-			sum = (sum & 0xffff) + (sum >> 16);
-		sum = ~sum & 0xffff;
-		ip[10] = (uint8_t)(sum >> 8);
-		ip[11] = (uint8_t)sum;
-		return;
-	}
-	grh[0] = 0x60;
-	grh[4] = (uint8_t)(udp_len >> 8);
-	grh[5] = (uint8_t)udp_len;
-	grh[6] = 17; /* next header: UDP */
-	grh[7] = 64;
-	memcpy(grh + 8, sgid, 16);
-	memcpy(grh + 24, dgid, 16);
-}
-
 void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_pkt *p,
 		    const uint8_t *sgid, const uint8_t *dgid)
 {
@@ -576,7 +540,7 @@ void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_p
 		sr_eng_count(&e->drops[SR_DROP_QKEY], 1);
 		return;
 	}
-	build_grh(grh, sgid, dgid,
-		  8 + p->op->hdr_len + p->paylen + sr_bth_padcnt(&p->bth) + SR_ICRC_LEN);
+	sr_grh_build(grh, sgid, dgid,
+		     8 + p->op->hdr_len + p->paylen + sr_bth_padcnt(&p->bth) + SR_ICRC_LEN);
 	sr_resp_deliver(e->ctx, qp, IBV_QPT_UD, p->src_qpn, &w, p->payload, p->paylen, grh, &st);
 }

@@ -33,10 +33,11 @@
 #include "shm/qp_err.h"
 #include "shm/responder.h"
 #include "wire/gid.h"
+#include "wire/grh.h"
 #include "wire/udp.h"
 #include "verbs/internal.h"
 
-#define SR_GRH_LEN   40
+#define SR_GRH_LEN 40
 /* deliver(): messages up to this size reserve their CQE before the copy */
 #define SR_EARLY_CQE_MAX 4096
 
@@ -582,17 +583,15 @@ static enum xres exec_send(struct xfer *x)
 	}
 	x->byte_len = len;
 	if (x->qp->type == IBV_QPT_UD) {
-		uint8_t grh[SR_GRH_LEN] = {0};
+		uint8_t grh[SR_GRH_LEN];
 		uint32_t qkey;
 
-		/* IB-style GRH: IPv6 version, payload length, next header BTH, GIDs */
-		grh[0] = 0x60;
-		grh[4] = (len + 0) >> 8;
-		grh[5] = (uint8_t)len;
-		grh[6] = 0x1b;
-		grh[7] = 64;
-		memcpy(grh + 8, w->ud_sgid, 16);
-		memcpy(grh + 24, w->ud_dgid, 16);
+		/* the IP header the datagram would have on the wire (RoCEv2):
+		 * UDP, BTH, DETH, ImmDt, payload, pad, ICRC */
+		sr_grh_build(grh, w->ud_sgid, w->ud_dgid,
+			     (uint32_t)(8 + SR_BTH_LEN + SR_DETH_LEN +
+					(w->opcode == IBV_WR_SEND_WITH_IMM ? SR_IMMDT_LEN : 0) +
+					len + ((4 - (len & 3)) & 3) + SR_ICRC_LEN));
 		/* C10-15: a Q_Key with the high bit set means "use the QP's own" */
 		qkey = (w->ud_qkey & 0x80000000u) ? x->qp->qkey : w->ud_qkey;
 		/* routing by GID: another host's GID goes over the wire */
@@ -611,8 +610,8 @@ static enum xres exec_send(struct xfer *x)
 				if (t && t->type == IBV_QPT_UD && can_receive(t) && t->qkey == qkey)
 					deliver(x, t, src, ns, len, grh);
 			}
-			if (w->ud_ah_global && sr_gid_is_v4(w->ud_dgid) && sr_gid_is_v4(w->ud_sgid) &&
-			    sr_gid_is_mcast(w->ud_dgid))
+			if (w->ud_ah_global && sr_gid_is_v4(w->ud_dgid) &&
+			    sr_gid_is_v4(w->ud_sgid) && sr_gid_is_mcast(w->ud_dgid))
 				return send_ud_wire(x, src, ns, len, qkey);
 			return X_DONE;
 		}
