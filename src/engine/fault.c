@@ -62,7 +62,7 @@ static int parse_time(const char *s, uint64_t *ns)
 	double v = strtod(s, &end);
 	double mul = 1e3; /* bare: microseconds */
 
-	if (end == s || v < 0)
+	if (end == s || !(v >= 0)) /* NaN too */
 		return -EINVAL;
 	if (!strcmp(end, "ns"))
 		mul = 1;

@@ -50,9 +50,9 @@ int main(void)
 	static unsigned m1[NPKT], m2[NPKT], m3[NPKT];
 	static uint32_t b1[NPKT], b2[NPKT], b3[NPKT];
 	static const char *const bad[] = {
-	    "drop=2",	  "drop=-0.1", "dorp=0.1",     "delay=0.1",
-	    "drop",	  "dir=up",    "qp=0x1000000", "delay=0.1:5parsecs",
-	    "drop_nth=0", "seed=-1",   "drop=0.1:5us", "qp=zz"};
+	    "drop=2",	    "drop=-0.1",    "dorp=0.1",		  "delay=0.1",	   "drop",
+	    "dir=up",	    "qp=0x1000000", "delay=0.1:5parsecs", "drop_nth=0",	   "seed=-1",
+	    "drop=0.1:5us", "qp=zz",	    "delay=0.1:nan",	  "delay=0.1:inf", "drop=nan"};
 	struct sr_fault_cfg cfg;
 	char err[128];
 	const char *spec = "seed=7,drop=0.01,dup=0.05,reorder=0.02,corrupt=0.03,delay=0.04:500us;"
