@@ -208,7 +208,7 @@ static bool opcode_fits(uint8_t opcode, uint32_t type)
 	}
 }
 
-void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
 		   const uint8_t *dgid, uint16_t sport)
 {
 	struct sr_pkt p;
@@ -252,13 +252,26 @@ void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 	q = sr_eng_qp_get(e, qp);
 	if (!q)
 		return;
-	if (p.op->flags & SR_OPF_REQ) {
+	if (p.op->flags & SR_OPF_REQ)
 		sr_eng_resp_rx(e, qp, q, &p, sgid, dgid);
-	} else {
-		uint64_t r0 = atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed);
-
+	else
 		sr_eng_comp_rx(e, qp, q, &p);
-		sr_eng_vis_retrans(e, q->qpn, q->gen, r0);
+}
+
+void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		   const uint8_t *dgid, uint16_t sport)
+{
+	uint64_t r0 = atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed);
+
+	rx_one(e, buf, len, sgid, dgid, sport);
+	/* a NAK makes its QP retransmit: count it there (ctl.h) */
+	if (len >= SR_BTH_LEN &&
+	    atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed) != r0) {
+		uint32_t dqpn = (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7];
+		struct sr_eng_qp *q = e->qps[sr_qpn_index(dqpn) % SR_MAX_QPS];
+
+		if (q && q->qpn == dqpn)
+			sr_eng_vis_retrans(e, q->qpn, q->gen, r0);
 	}
 }
 

@@ -80,7 +80,7 @@ pp() {
 	sqpn=$(sed -n 's/.*local address:.*QPN \(0x[0-9a-f]*\).*/\1/p' "$tmp/srv" | head -1)
 	[ -n "${PP_BEFORE:-}" ] && $PP_BEFORE
 	on_b timeout 90 stdbuf -oL "$prog" -g "$gb" -p "$port" -n "$n" "$@" "$(addr_a)" >"$tmp/cli" 2>&1 &
-	local cpid=$!
+	cpid=$!
 	[ -n "${PP_MID:-}" ] && $PP_MID
 	wait $cpid
 	pp_crc=$?
@@ -206,13 +206,23 @@ mode_trace() {
 
 mode_loss() {
 	echo "SOFTRDMA_FAULT=$spec on both daemons"
-	pp ibv_rc_pingpong 500
+	watch_retrans() { # a wire QP line with retransmissions, while it runs
+		: >"$tmp/st.r"
+		for _ in $(seq 200); do
+			{ on_a "$NN_SR" status; on_b "$NN_SR" status; } | grep 'wire qp.*retrans [1-9]' >"$tmp/st.r" && break
+			kill -0 $cpid 2>/dev/null || break
+			sleep 0.05
+		done
+	}
+	PP_MID=watch_retrans pp ibv_rc_pingpong 500
+	cat "$tmp/st.r"
 	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
 	on_b "$NN_SR" status | sed -n '/roce v2/,/^process/p'
 	check "rc_pingpong -n 500 completes ($pp_crc $pp_src)" test "$pp_crc$pp_src" = 00
 	local m
 	m=$(($(injected a tx matched) + $(injected b tx matched)))
 	check "packets went through the fault injection ($m)" test "$m" -gt 1000
+	check "status showed a wire QP's retransmissions during the run" test -s "$tmp/st.r"
 	check "a: status shows the spec from the environment" \
 		grep -q "fault: seed=" <(on_a "$NN_SR" status)
 }
