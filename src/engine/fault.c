@@ -620,9 +620,14 @@ uint64_t sr_eng_fault_turn(struct sr_engine *e)
 	struct held *h;
 	bool rx = false;
 
-	if (!f || (!f->held[SR_FAULT_TX] && !f->held[SR_FAULT_RX])) {
-		if (f)
-			f->release_all = false;
+	if (!f)
+		return 0;
+	if (!f->held[SR_FAULT_TX] && !f->held[SR_FAULT_RX]) {
+		f->release_all = false;
+		if (!sr_fault_cfg_on(&f->cfg)) { /* off, and nothing held: no tap at all */
+			sr_fault_free(f);
+			e->fault = NULL;
+		}
 		return 0;
 	}
 	now = mono_ns();
