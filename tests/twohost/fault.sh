@@ -158,19 +158,19 @@ mode_seed() {
 }
 
 mode_trace() {
-	show_status() { # until both show the QPs (the run may be fast)
+	show_status() { # until both QPs have sent and received (the run may be fast)
 		for _ in $(seq 100); do
 			on_a "$NN_SR" status >"$tmp/st.a"
 			on_b "$NN_SR" status >"$tmp/st.b"
-			grep -q 'wire qp.*resp expected_psn' "$tmp/st.a" &&
-				grep -q 'wire qp.*resp expected_psn' "$tmp/st.b" && break
+			grep -q 'wire qp.*req next_psn.*resp expected_psn' "$tmp/st.a" &&
+				grep -q 'wire qp.*req next_psn.*resp expected_psn' "$tmp/st.b" && break
 			sleep 0.05
 		done
 	}
 	start_trace() {
 		on_a "$NN_SR" trace "$tmp/a.pcap" && on_b "$NN_SR" trace "$tmp/b.pcap"
 	}
-	PP_BEFORE=start_trace PP_MID=show_status pp ibv_rc_pingpong 1500
+	PP_BEFORE=start_trace PP_MID=show_status pp ibv_rc_pingpong 1000
 	on_a "$NN_SR" trace off
 	on_b "$NN_SR" trace off
 	check "rc_pingpong completes ($pp_crc $pp_src)" test "$pp_crc$pp_src" = 00
