@@ -7,6 +7,13 @@ DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 str
 	python3-scapy tshark ethtool
 # the control-socket fuzzer (tests/fuzz): clang and its libFuzzer runtime
 DEB_FUZZ = clang libclang-rt-14-dev
+# `make bench` (bench/run.sh, which checks the same list when run alone):
+# perftest is what softrdma runs, on one host and across two; ucx-utils
+# (ucx_perftest: UCX over shared memory on one host, over TCP between two)
+# and libfabric-bin (fi_pingpong: shm on one host, tcp between two) are the
+# peers; python3-matplotlib draws the plots; iproute2 (ip netns, ss) and
+# util-linux (setpriv) make the two hosts of the two-host section
+DEB_BENCH = perftest ucx-utils libfabric-bin python3-matplotlib iproute2 util-linux
 FUZZ_TIME ?= 1800
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -15,7 +22,11 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 all: build
 
 deps:
-	@missing=""; for p in $(DEB_BUILD) $(DEB_RUN); do \
+	@$(call deb_install,$(DEB_BUILD) $(DEB_RUN))
+
+# deb_install PACKAGES: apt-get install those not installed yet
+define deb_install
+	missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -25,6 +36,7 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+endef
 
 build: deps
 	cmake -S . -B $(BUILD) -DSOFTRDMA_WERROR=ON >/dev/null
@@ -58,7 +70,13 @@ clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
 
 # Side-by-side benchmarks (bench/run.sh): installs what is missing, builds
-# build-release, writes results/<timestamp>/report.md.  BENCH=short: < 2 min.
-.PHONY: bench
-bench:
-	bench/run.sh $(if $(filter short,$(BENCH)),--short,)
+# build-release, writes results/<timestamp>/report.md.  As root it ends with
+# the two-host section (bench/twohost.sh).  BENCH=short: 5-12 min in all;
+# BENCH_ARGS: more options for bench/run.sh (--no-twohost, --twohost-only,
+# --rounds N, --twohost-rounds N, --pin).
+.PHONY: bench deps-bench
+deps-bench:
+	@$(call deb_install,$(DEB_BUILD) $(DEB_BENCH))
+
+bench: deps-bench
+	bench/run.sh --no-deps $(if $(filter short,$(BENCH)),--short,) $(BENCH_ARGS)

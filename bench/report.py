@@ -452,7 +452,8 @@ if lx:
 probe_rows = [r for r in rows if not math.isnan(r.probe)]
 if probe_rows:
     fig, ax = plt.subplots(figsize=(10, 3.5))
-    for sysname, color in (("limit", "0.4"), ("softrdma", "C0"), ("ucx", "C1"), ("libfabric", "C2")):
+    for sysname, color in (("limit", "0.4"), ("softrdma", "C0"), ("ucx", "C1"), ("libfabric", "C2"),
+                           ("link", "0.7"), ("ucx-tcp", "C4"), ("libfabric-tcp", "C5")):
         pts = [(r.seq, r.probe) for r in probe_rows if r.system == sysname]
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=6, color=color, label=f"before a {sysname} run")
@@ -467,6 +468,176 @@ if probe_rows:
     plt.close(fig)
     pngs.append(("probe.png", "placement probe over the run"))
 
+# ------------------------------------------------------------- two hosts
+# bench/twohost.sh's rows: group 2h-<MTU>; systems softrdma, link, ucx-tcp,
+# libfabric-tcp.  A run that failed has value nan and status=FAIL.
+th_mtus = sorted({int(r.group[3:]) for r in rows if r.group.startswith("2h-")}, reverse=True)
+
+
+def th_rows(mtu, metric, size=None):
+    return {r.round: r for r in rows if r.group == f"2h-{mtu}" and r.metric == metric
+            and (size is None or r.size == size)}
+
+
+def th_series(mtu, metric, size=None, field="value"):
+    out = {}
+    for rnd, r in th_rows(mtu, metric, size).items():
+        v = r.value if field == "value" else r.probe if field == "probe" else num(r.extra.get(field))
+        if not math.isnan(v):
+            out[rnd] = v
+    return out
+
+
+def th_cell(mtu, metric, size=None, unit="GB/s", field="value", scale=1.0):
+    rs = th_rows(mtu, metric, size)
+    if not rs:
+        return "–"
+    st = [r.extra.get("status", "ok") for r in rs.values()]
+    if all(s == "n/a" for s in st):
+        return "n/a (no fault injection in this build)"
+    c = cell(summ(th_series(mtu, metric, size, field).values()), unit, scale)
+    nf = sum(1 for s in st if s == "FAIL")
+    return c + (f" **FAIL {nf}/{len(st)}**" if nf else "")
+
+
+def th_ratio(mtu, a, b, field_a="value", field_b="value", scale_b=1.0):
+    """per-round ratio a/b; a, b = (metric, size or None)"""
+    x = th_series(mtu, a[0], a[1], field_a)
+    y = {k: v * scale_b for k, v in th_series(mtu, b[0], b[1], field_b).items()}
+    return ratio_series(x, y)
+
+
+def th_busy(mtu, metric, size=None):
+    """' (k/n contended)' if k of the n runs of this row saw other runnable tasks"""
+    rs = th_rows(mtu, metric, size).values()
+    k = sum(1 for r in rs if num(r.extra.get("others", 0)) > 0)
+    return f" ({k}/{len(rs)} contended)" if k else ""
+
+
+LINK_BW = ("udp_gso_gro", None)
+LINK_LAT = ("udp_busy_lat", None)
+th_table = []
+th_targets = []
+th_target_lines = []
+if th_mtus:
+    th_table.append("| MTU | measurement | size | softrdma | link's own limit | softrdma/limit | UCX over TCP | softrdma/UCX "
+                    "| libfabric tcp fi_pingpong | softrdma/libfabric | retransmits (median) | probe ns (median; softrdma runs) |")
+    # ratios are softrdma / other for bandwidth and latency alike: above 1 is
+    # better for bandwidth, below 1 is better for latency
+    th_table.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for mtu in th_mtus:
+        for op, s in (("ib_write_bw", 1048576), ("ib_read_bw", 1048576), ("ib_send_bw", 1048576),
+                      ("ib_write_bw", 65536), ("ib_read_bw", 65536), ("ib_send_bw", 65536)):
+            if not th_rows(mtu, op, s):
+                continue
+            ucx = op == "ib_write_bw"          # UCX put_bw: the one-sided write's peer
+            fi = op != "ib_read_bw"            # a ping-pong of messages: one transfer's rate
+            rtx = summ(th_series(mtu, op, s, "retransmits").values())
+            pr = summ(th_series(mtu, op, s, "probe").values())
+            th_table.append(
+                f"| {mtu} | {op} | {sizestr(s)} | {th_cell(mtu, op, s)} | UDP GSO+GRO {th_cell(mtu, *LINK_BW)} | "
+                f"{rcell(summ(th_ratio(mtu, (op, s), LINK_BW).values()))} | "
+                f"{('put_bw ' + th_cell(mtu, 'ucx_tcp_put_bw', s)) if ucx else '–'} | "
+                f"{rcell(summ(th_ratio(mtu, (op, s), ('ucx_tcp_put_bw', s)).values())) if ucx else '–'} | "
+                f"{th_cell(mtu, 'fi_tcp_pingpong', s) if fi else '–'} | "
+                f"{rcell(summ(th_ratio(mtu, (op, s), ('fi_tcp_pingpong', s)).values())) if fi else '–'} | "
+                f"{f'{rtx[0]:.0f}' if rtx else 'n/a'} | {fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, op, s)} |")
+        if th_rows(mtu, "ib_write_bw", 8):
+            pr = summ(th_series(mtu, "ib_write_bw", 8, "probe").values())
+            th_table.append(f"| {mtu} | ib_write_bw message rate | 8 B | "
+                            f"{th_cell(mtu, 'ib_write_bw', 8, 'M msg/s', 'msgrate_mpps')} | – | – | – | – | – | – | – | "
+                            f"{fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, 'ib_write_bw', 8)} |")
+        for op in ("ib_write_lat", "ib_send_lat"):
+            if not th_rows(mtu, op, 8):
+                continue
+            ucx = op == "ib_write_lat"
+            pr = summ(th_series(mtu, op, 8, "probe").values())
+            th_table.append(
+                f"| {mtu} | {op} (one way) | 8 B | {th_cell(mtu, op, 8, 'µs')} | "
+                f"UDP busy-poll one way (64 B) {th_cell(mtu, *LINK_LAT, 'µs')} | "
+                f"{rcell(summ(th_ratio(mtu, (op, 8), LINK_LAT).values()))} | "
+                f"{('put_lat ' + th_cell(mtu, 'ucx_tcp_put_lat', 8, 'µs')) if ucx else '–'} | "
+                f"{rcell(summ(th_ratio(mtu, (op, 8), ('ucx_tcp_put_lat', 8)).values())) if ucx else '–'} | "
+                f"one way {th_cell(mtu, 'fi_tcp_pingpong', 8, 'µs', 'oneway_usec')} | "
+                f"{rcell(summ(th_ratio(mtu, (op, 8), ('fi_tcp_pingpong', 8), field_b='oneway_usec').values()))} | "
+                f"– | {fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, op, 8)} |")
+        if th_rows(mtu, "ib_write_bw_loss1"):
+            rtx = summ(th_series(mtu, "ib_write_bw_loss1", None, "retransmits").values())
+            pr = summ(th_series(mtu, "ib_write_bw_loss1", None, "probe").values())
+            th_table.append(
+                f"| {mtu} | ib_write_bw, 1% injected drop | 1 MiB | {th_cell(mtu, 'ib_write_bw_loss1')} | "
+                f"lossless run before it {th_cell(mtu, 'ib_write_bw_ref')} | "
+                f"{rcell(summ(th_ratio(mtu, ('ib_write_bw_loss1', None), ('ib_write_bw_ref', None)).values()))} | "
+                f"– | – | – | – | {f'{rtx[0]:.0f}' if rtx else 'n/a'} | {fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, 'ib_write_bw_loss1')} |")
+
+    TH_TARGETS = [
+        ("ib_write_bw 1 MiB ≥ 0.6× UDP GSO+GRO", ("ib_write_bw", 1048576), LINK_BW, ">=", 0.6),
+        ("ib_read_bw 1 MiB ≥ 0.5× UDP GSO+GRO", ("ib_read_bw", 1048576), LINK_BW, ">=", 0.5),
+        ("ib_write_lat 8 B ≤ 2× UDP busy-poll one way", ("ib_write_lat", 8), LINK_LAT, "<=", 2.0),
+        ("ib_write_bw 1 MiB ≥ 1.0× UCX over TCP put_bw 1 MiB", ("ib_write_bw", 1048576), ("ucx_tcp_put_bw", 1048576), ">=", 1.0),
+        ("ib_write_lat 8 B at least as low as UCX over TCP put_lat (≤ 1.0×)", ("ib_write_lat", 8), ("ucx_tcp_put_lat", 8), "<=", 1.0),
+        ("ib_write_bw 1 MiB at 1% drop ≥ 0.5× lossless", ("ib_write_bw_loss1", None), ("ib_write_bw_ref", None), ">=", 0.5),
+    ]
+    th_target_lines = ["| MTU | target | measured ratio (median, min–max over rounds) | result | by how much | rounds passing |",
+                       "|---|---|---|---|---|---|"]
+    for mtu in th_mtus:
+        for name, a, b, op, thr in TH_TARGETS:
+            if a[0] == "ib_write_bw_loss1":
+                if mtu != 9000:
+                    continue
+                st = [r.extra.get("status") for r in th_rows(mtu, a[0]).values()]
+                if st and all(s == "n/a" for s in st):
+                    th_target_lines.append(f"| {mtu} | {name} | n/a (no fault injection in this build) | – | – | – |")
+                    th_targets.append((mtu, name, None, None))
+                    continue
+            rs = th_ratio(mtu, a, b)
+            s = summ(rs.values())
+            if not s:
+                fails = sum(1 for r in list(th_rows(mtu, *a).values()) + list(th_rows(mtu, *b).values())
+                            if r.extra.get("status") == "FAIL")
+                what = f"no figure: {fails} run(s) FAILed" if fails else "not measured in this run"
+                th_target_lines.append(f"| {mtu} | {name} | {what} | {'**FAIL**' if fails else '–'} | – | – |")
+                th_targets.append((mtu, name, False if fails else None, None))
+                continue
+            m = s[0]
+            ok = m >= thr if op == ">=" else m <= thr
+            npass = sum(1 for v in rs.values() if (v >= thr if op == ">=" else v <= thr))
+            if op == ">=":
+                how = (f"{(m / thr - 1) * 100:.1f}% above the bar" if ok else
+                       f"{(1 - m / thr) * 100:.1f}% short: needs {thr / m:.2f}× more")
+            else:
+                how = (f"{(1 - m / thr) * 100:.1f}% under the bar" if ok else
+                       f"{(m / thr - 1) * 100:.1f}% over: needs to be {m / thr:.2f}× faster")
+            th_target_lines.append(f"| {mtu} | {name} | {m:.2f}× ({s[1]:.2f}–{s[2]:.2f}) | "
+                                   f"{'**PASS**' if ok else '**MISS**'} | {how} | {npass}/{s[3]} |")
+            th_targets.append((mtu, name, ok, m))
+
+    # bandwidth at 1 MiB and 64 KiB per MTU, medians, as bars
+    fig, axs = plt.subplots(1, len(th_mtus), figsize=(5.5 * len(th_mtus), 4.5), squeeze=False)
+    for ax, mtu in zip(axs[0], th_mtus):
+        items = [("UDP GSO+GRO\n(link)", "udp_gso_gro", None, "0.5"),
+                 ("ib_write_bw\n1 MiB", "ib_write_bw", 1048576, "C0"), ("ib_read_bw\n1 MiB", "ib_read_bw", 1048576, "C0"),
+                 ("ib_send_bw\n1 MiB", "ib_send_bw", 1048576, "C0"), ("UCX tcp\nput_bw 1 MiB", "ucx_tcp_put_bw", 1048576, "C1"),
+                 ("libfabric tcp\npingpong 1 MiB", "fi_tcp_pingpong", 1048576, "C2"),
+                 ("ib_write_bw\n64 KiB", "ib_write_bw", 65536, "C0"), ("UCX tcp\nput_bw 64 KiB", "ucx_tcp_put_bw", 65536, "C1")]
+        xs, ms, lo, hi, cs, ls = [], [], [], [], [], []
+        for lab, met, sz, col in items:
+            v = summ(th_series(mtu, met, sz).values())
+            if v:
+                xs.append(len(xs)), ms.append(v[0]), lo.append(v[0] - v[1]), hi.append(v[2] - v[0])
+                cs.append(col), ls.append(lab)
+        if xs:
+            ax.bar(xs, ms, color=cs, yerr=[lo, hi], capsize=3)
+            ax.set_xticks(xs)
+            ax.set_xticklabels([x.replace("\n", " ") for x in ls], fontsize=7, rotation=35, ha="right")
+        ax.set_title(f"two hosts, veth MTU {mtu}")
+        ax.set_ylabel("GB/s (median; bars = min–max)")
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(OUT, "twohost.png"), dpi=110)
+    plt.close(fig)
+    pngs.append(("twohost.png", "two hosts: bandwidth"))
+
 # ---------------------------------------------------------------- report
 try:
     env = open(os.path.join(OUT, "env.txt")).read().rstrip()
@@ -478,7 +649,8 @@ contended = [r for r in meas if num(r.extra.get("others", 0)) > 0]
 
 md = []
 md.append("# softrdma side by side: limits, peers, targets\n")
-md.append("Produced by `make bench` (bench/run.sh). Same host, two processes per test (server and client), "
+md.append("Produced by `make bench` (bench/run.sh). Same host (the two-host section is at the end), "
+          "two processes per test (server and client), "
           "127.0.0.1 for the out-of-band exchange; softrdma runs Debian's unmodified perftest under "
           "`build-release/bin/softrdma run --` with a private softrdmad.\n")
 md.append("```\n" + env + "\n```\n")
@@ -536,6 +708,42 @@ md.append("""- Everything is converted to **GB/s = 10^9 bytes/s** and **µs**.
 - So write_lat ↔ put_lat and send_lat ↔ am_lat compare half round trips with half round trips; read_lat ↔ get
   and atomic_lat ↔ fadd compare a whole operation with a whole operation.
 """)
+if th_mtus:
+    try:
+        thenv = open(os.path.join(OUT, "twohost.txt")).read().rstrip()
+    except OSError:
+        thenv = ""
+    th_rounds = sorted({r.round for r in rows if r.group.startswith("2h-")})
+    md.append("## Two hosts (RoCEv2 over a veth between two network namespaces)\n")
+    md.append("bench/twohost.sh: host a and host b are network namespaces joined by a veth pair "
+              "(tests/lib_netns.sh), each with its own softrdmad; Debian's unmodified perftest runs its server "
+              "in a and its client in b, so every work request crosses the RoCEv2 engine and the kernel's UDP. "
+              "Side by side, on the same veth in the same rounds: the link's own limits (bench/link_probe: UDP "
+              "with GSO+GRO, b to a, unpaced, the receiver's goodput counted as RoCE payload; a 64 B UDP "
+              "ping-pong with both sides busy-polling, one way), UCX over TCP (`ucx_perftest`, `UCX_TLS=tcp`: "
+              "`ucp_put_bw`, `ucp_put_lat`) and libfabric's tcp provider (`fi_pingpong -p tcp -e msg`: a "
+              "ping-pong, so its GB/s is the rate of one transfer with nothing else in flight; Debian ships no "
+              "fabtests, so there is no libfabric RMA bandwidth test to run). "
+              f"Rounds: {len(th_rounds)}; per round both MTUs (order flipping), and within each MTU every "
+              "measurement once, the order flipping every round. Ratios are per round, then median (min–max). "
+              "A run that failed or timed out counts as FAIL and has no figure.\n")
+    if thenv:
+        md.append("```\n" + thenv + "\n```\n")
+    md.append("### Targets (issue #10)\n")
+    md.extend(th_target_lines)
+    md.append("")
+    md.append("### Side by side\n")
+    md.extend(th_table)
+    md.append("""
+UDP GSO+GRO sends 4112-byte segments at MTU 9000 (a 4096-byte RoCE payload plus BTH and ICRC) and 1040-byte ones at
+1500 (1024 + 16), 64 KB per send, without pacing: the loss it sees is in raw.tsv (`loss_pct`). perftest latency is
+half the round trip (`t_typical`, run with `-C` and divided by cpu MHz); UCX `put_lat` is half the round trip
+(50%ile column); fi_pingpong's `usec/xfer` is one way (its average: it prints no median). Retransmits are the
+two daemons' `retransmits` counters, after less before the run. Every ratio is softrdma / the other: above 1× is
+better for bandwidth, below 1× is better for latency. The 1% drop row uses its own lossless run (clean daemons,
+right before the daemons are restarted with `SOFTRDMA_FAULT=seed=1,drop=0.01`) as the reference.
+""")
+
 md.append("## Resources\n")
 if res_lines:
     md.extend(res_lines)
@@ -569,3 +777,8 @@ md.append("raw.tsv (every measurement with its probe), progress.log, env.txt, re
 with open(os.path.join(OUT, "report.md"), "w") as f:
     f.write("\n".join(md) + "\n")
 print("\n".join(target_lines))
+if th_mtus:
+    print("\ntwo hosts: targets")
+    print("\n".join(th_target_lines))
+    print("\ntwo hosts: side by side")
+    print("\n".join(th_table))

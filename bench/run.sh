@@ -2,11 +2,16 @@
 # softrdma side by side with the physical limits and its peers.
 #
 #   bench/run.sh [--short] [--rounds N] [--no-deps] [--pin]
+#                [--no-twohost | --twohost-only] [--twohost-rounds N]
 #   make bench             full: 8 sizes (8 B .. 1 MiB), all tests, 5 rounds;
-#                          about 6-10 minutes on an idle 2-vCPU VM
+#                          about 6-10 minutes on an idle 2-vCPU VM, plus
+#                          the two-host section (3 rounds: 25 minutes measured
+#                          at load 10, roughly a third of that when idle)
 #   make bench BENCH=short just what the targets need (write 8 B / 64 KiB /
 #                          1 MiB, read 1 MiB, write/send latency), 3 rounds:
-#                          under 2 minutes once build-release is built
+#                          under 2 minutes once build-release is built; the
+#                          two-host section with 2 rounds of fewer
+#                          iterations (7 more minutes measured at load 7)
 #
 # 1. installs what is missing from Debian (perftest, ucx-utils,
 #    libfabric-bin, python3-matplotlib, build tools; apt-get update first);
@@ -25,6 +30,12 @@
 #             put_lat, am_lat, fadd) and libfabric shm (fi_pingpong)
 #    then the resource costs (bench/resource_cost: bytes per QP / MR) and
 #    the time to create and connect 1,000 RC QP pairs (bench/qp_scale);
+#    then (root only) the two-host section, bench/twohost.sh: two network
+#    namespaces joined by a veth at MTU 9000 and 1500, a softrdmad in each,
+#    perftest across them next to the link's own limits (UDP GSO+GRO, UDP
+#    busy-poll latency: bench/link_probe), UCX over TCP and libfabric's tcp
+#    provider, and ib_write_bw under 1% injected loss where the daemon
+#    supports SOFTRDMA_FAULT;
 # 4. writes results/<timestamp>/: raw.tsv (every measurement), logs/,
 #    report.md and PNG plots (bench/report.py, Debian's python3).
 #
@@ -39,6 +50,9 @@ MODE=full
 ROUNDS=
 DEPS=1
 PIN=0
+SAMEHOST=1
+TWOHOST=1
+TH_ROUNDS=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--short) MODE=short ;;
@@ -46,7 +60,10 @@ while [ $# -gt 0 ]; do
 	--rounds) ROUNDS=$2; shift ;;
 	--no-deps) DEPS=0 ;;
 	--pin) PIN=1 ;;
-	-h | --help) sed -n '2,34p' "$0"; exit 0 ;;
+	--no-twohost) TWOHOST=0 ;;
+	--twohost-only) SAMEHOST=0 ;;
+	--twohost-rounds) TH_ROUNDS=$2; shift ;;
+	-h | --help) sed -n '2,46p' "$0"; exit 0 ;;
 	*) echo "bench/run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -99,6 +116,7 @@ trap 'exit 130' INT TERM
 # ---------------------------------------------------------- dependencies
 SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
+# the same as the Makefile's DEB_BUILD (what is needed here) and DEB_BENCH
 PKGS="cmake gcc make pkg-config libibverbs-dev perftest ucx-utils libfabric-bin python3-matplotlib iproute2 util-linux"
 if [ "$DEPS" = 1 ]; then
 	missing=
@@ -386,68 +404,73 @@ awk '$1 > 1.0 { exit 1 }' /proc/loadavg ||
 say "mode $MODE: $ROUNDS rounds, sizes $SIZES; softrdmad pid $DPID (socket $SOFTRDMA_SOCKET); pin=$PIN"
 printf 'round\tgroup\tmetric\tsystem\tsize\tvalue\tunit\tprobe_ns\textra\n' >"$RAW"
 
-for ROUND in $(seq 1 "$ROUNDS"); do
-	GROUP=bw
-	for s in $SIZES; do
-		m_memcpy "$s"
-		pair "m_sr_bw ib_write_bw $s" "m_ucx_bw put_bw $s"
-		case " $READ_SIZES " in *" $s "*) pair "m_sr_bw ib_read_bw $s" "m_ucx_bw get $s" ;; esac
-		case " $SEND_SIZES " in *" $s "*)
-			if [ "$s" -le 8192 ]; then
-				# and UCX's streaming two-sided test, where uct posix has
-				# one (am bcopy: up to 8 KiB), next to softrdma both ways
-				triple "m_sr_bw ib_send_bw $s" "m_ucx_bw am_bw $s" "m_fi_bw $s"
-			else
-				pair "m_sr_bw ib_send_bw $s" "m_fi_bw $s"
-			fi
-			;;
-		esac
-	done
-	GROUP=lat
-	for l in $LAT_PAIRS; do
-		case $l in
-		write) pair "m_sr_lat ib_write_lat" "m_ucx_lat put_lat" ;;
-		send) pair "m_sr_lat ib_send_lat" "m_ucx_lat am_lat" ;;
-		read) pair "m_sr_lat ib_read_lat" "m_ucx_lat get" ;;
-		atomic) pair "m_sr_lat ib_atomic_lat" "m_ucx_lat fadd" ;;
-		esac
-	done
-done
-
-# Does pinning matter?  Unpinned against pinned (server CPU 1, client CPU 0),
-# softrdma and UCX latency, interleaved.  Full mode only.
-if [ "$MODE" = full ]; then
-	GROUP=pincheck
-	save=("$PIN_S" "$PIN_C" "$PROBE_PIN" "$UCX_S" "$UCX_C")
-	for ROUND in 1 2 3; do
-		for pin in 0 1; do
-			if [ $pin = 1 ]; then
-				PIN_S="taskset -c 1"; PIN_C="taskset -c 0"; PROBE_PIN="-c 0,1"; UCX_S="-c 1"; UCX_C="-c 0"
-			else
-				PIN_S=""; PIN_C=""; PROBE_PIN=""; UCX_S=""; UCX_C=""
-			fi
-			probe; pt ib_write_lat 8 100000
-			record "pin${pin}_ib_write_lat" softrdma 8 "$(cyc2us "$(jget "$PT_JSON" t_typical)")" usec "" "pinned=$pin"
-			probe; ucx put_lat 8 200000
-			record "pin${pin}_ucx_put_lat" ucx 8 "$(ucx_field 2)" usec "" "pinned=$pin"
+# the same-host measurements (everything but the two-host section)
+samehost_section() {
+	for ROUND in $(seq 1 "$ROUNDS"); do
+		GROUP=bw
+		for s in $SIZES; do
+			m_memcpy "$s"
+			pair "m_sr_bw ib_write_bw $s" "m_ucx_bw put_bw $s"
+			case " $READ_SIZES " in *" $s "*) pair "m_sr_bw ib_read_bw $s" "m_ucx_bw get $s" ;; esac
+			case " $SEND_SIZES " in *" $s "*)
+				if [ "$s" -le 8192 ]; then
+					# and UCX's streaming two-sided test, where uct posix has
+					# one (am bcopy: up to 8 KiB), next to softrdma both ways
+					triple "m_sr_bw ib_send_bw $s" "m_ucx_bw am_bw $s" "m_fi_bw $s"
+				else
+					pair "m_sr_bw ib_send_bw $s" "m_fi_bw $s"
+				fi
+				;;
+			esac
+		done
+		GROUP=lat
+		for l in $LAT_PAIRS; do
+			case $l in
+			write) pair "m_sr_lat ib_write_lat" "m_ucx_lat put_lat" ;;
+			send) pair "m_sr_lat ib_send_lat" "m_ucx_lat am_lat" ;;
+			read) pair "m_sr_lat ib_read_lat" "m_ucx_lat get" ;;
+			atomic) pair "m_sr_lat ib_atomic_lat" "m_ucx_lat fadd" ;;
+			esac
 		done
 	done
-	PIN_S=${save[0]}; PIN_C=${save[1]}; PROBE_PIN=${save[2]}; UCX_S=${save[3]}; UCX_C=${save[4]}
-fi
 
-# ------------------------------------------------------ resource costs
-GROUP=resources
-ROUND=0
-say "resource cost: 1000 QPs, 1000 MRs on one page, 500 MRs on their own pages ..."
-"$SR" run -- "$BB/resource_cost" "$SR" 1000 1000 >"$OUT/resources.txt" 2>"$LOGS/resource_cost.err" ||
-	say "resource_cost failed, see $LOGS/resource_cost.err"
-sed 's/^/  /' "$OUT/resources.txt" | tee -a "$OUT/progress.log"
-: >"$OUT/qp_scale.txt"
-for ROUND in 1 2 3; do
-	"$SR" run -- "$BB/qp_scale" 1000 >>"$OUT/qp_scale.txt" 2>>"$LOGS/qp_scale.err" ||
-		say "qp_scale failed, see $LOGS/qp_scale.err"
-	say "qp_scale round $ROUND: $(tail -1 "$OUT/qp_scale.txt") (pairs create_s connect_s total_s destroy_s)"
-done
+	# Does pinning matter?  Unpinned against pinned (server CPU 1, client CPU 0),
+	# softrdma and UCX latency, interleaved.  Full mode only.
+	if [ "$MODE" = full ]; then
+		GROUP=pincheck
+		save=("$PIN_S" "$PIN_C" "$PROBE_PIN" "$UCX_S" "$UCX_C")
+		for ROUND in 1 2 3; do
+			for pin in 0 1; do
+				if [ $pin = 1 ]; then
+					PIN_S="taskset -c 1"; PIN_C="taskset -c 0"; PROBE_PIN="-c 0,1"; UCX_S="-c 1"; UCX_C="-c 0"
+				else
+					PIN_S=""; PIN_C=""; PROBE_PIN=""; UCX_S=""; UCX_C=""
+				fi
+				probe; pt ib_write_lat 8 100000
+				record "pin${pin}_ib_write_lat" softrdma 8 "$(cyc2us "$(jget "$PT_JSON" t_typical)")" usec "" "pinned=$pin"
+				probe; ucx put_lat 8 200000
+				record "pin${pin}_ucx_put_lat" ucx 8 "$(ucx_field 2)" usec "" "pinned=$pin"
+			done
+		done
+		PIN_S=${save[0]}; PIN_C=${save[1]}; PROBE_PIN=${save[2]}; UCX_S=${save[3]}; UCX_C=${save[4]}
+	fi
+
+	# ------------------------------------------------------ resource costs
+	GROUP=resources
+	ROUND=0
+	say "resource cost: 1000 QPs, 1000 MRs on one page, 500 MRs on their own pages ..."
+	"$SR" run -- "$BB/resource_cost" "$SR" 1000 1000 >"$OUT/resources.txt" 2>"$LOGS/resource_cost.err" ||
+		say "resource_cost failed, see $LOGS/resource_cost.err"
+	sed 's/^/  /' "$OUT/resources.txt" | tee -a "$OUT/progress.log"
+	: >"$OUT/qp_scale.txt"
+	for ROUND in 1 2 3; do
+		"$SR" run -- "$BB/qp_scale" 1000 >>"$OUT/qp_scale.txt" 2>>"$LOGS/qp_scale.err" ||
+			say "qp_scale failed, see $LOGS/qp_scale.err"
+		say "qp_scale round $ROUND: $(tail -1 "$OUT/qp_scale.txt") (pairs create_s connect_s total_s destroy_s)"
+	done
+}
+
+[ "$SAMEHOST" = 1 ] && samehost_section
 
 D_TICKS1=$(cpu_ticks "$DPID")
 {
@@ -461,6 +484,24 @@ D_TICKS1=$(cpu_ticks "$DPID")
 cleanup
 DPID=
 trap - EXIT
+
+# ---------------------------------------------------- two hosts (root)
+if [ "$TWOHOST" = 1 ]; then
+	. "$ROOT/bench/twohost.sh"
+	# in a subshell: its namespaces and daemons are cleaned up by its own
+	# EXIT trap, and lib_netns.sh's exit on a machine without namespaces
+	# ends only this section
+	(
+		trap 'exit 130' INT TERM
+		[ -n "$TH_ROUNDS" ] || unset TH_ROUNDS
+		th_setup_params
+		ROUNDS=$TH_ROUNDS
+		th_main
+	)
+	rc=$?
+	[ $rc = 0 ] || { say "two-host section ended early (exit $rc)"; echo "ended early (exit $rc)" >>"$OUT/twohost.txt"; }
+	echo "wall time with the two-host section: $(($(date +%s) - T_START)) s" >>"$OUT/env.txt"
+fi
 
 say "writing report and plots ..."
 if /usr/bin/python3 "$ROOT/bench/report.py" "$OUT"; then

@@ -16,12 +16,13 @@
 
 #include "idalloc.h"
 
+#include <softrdma/layout.h>
+
 #define SR_KEY_TAG_BITS	   6
 #define SR_KEY_TAG_SHIFT   8
 #define SR_KEY_INDEX_SHIFT (SR_KEY_TAG_SHIFT + SR_KEY_TAG_BITS) /* 14 */
 #define SR_QPN_TAG_BITS	   7
 #define SR_QPN_TAG_SHIFT   SR_QPN_INDEX_BITS /* 17 */
-#define SR_QPN_MULTICAST   0xFFFFFFu
 
 _Static_assert(SR_KEY_INDEX_SHIFT + SR_KEY_INDEX_BITS == 32, "key layout");
 _Static_assert(SR_QPN_TAG_SHIFT + SR_QPN_TAG_BITS == 24, "QPN layout");
@@ -136,7 +137,7 @@ uint32_t sr_qpn_make(uint32_t index, uint32_t rnd)
 	index &= SR_QPN_INDEX_MAX;
 	qpn = (tag << SR_QPN_TAG_SHIFT) | index;
 	/* 0 and 1 are the special QPs, 0xFFFFFF is the multicast QPN. */
-	if (qpn <= 1 || qpn == SR_QPN_MULTICAST)
+	if (qpn <= 1 || qpn == SR_QPN_MCAST)
 		qpn ^= 1u << SR_QPN_TAG_SHIFT; /* flip the lowest tag bit */
 	return qpn;
 }

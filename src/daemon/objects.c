@@ -24,6 +24,8 @@
 #include "core/seqlock.h"
 #include "core/shmlock.h"
 #include "daemon/daemon.h"
+#include "engine/engine.h"
+#include "wire/gid.h"
 #include "shm/qp_err.h"
 
 #define SR_HANDLE_LIMIT (1u << 18)
@@ -931,6 +933,26 @@ static void srq_destroy(struct sr_daemon *d, struct sr_obj *o)
 	obj_unlink(o);
 }
 
+/*
+ * The random tag bits of a QPN.  SOFTRDMA_TEST_QPN_TAG=N (tests only) fixes
+ * them, so two fresh daemons number their first QPs alike: the two-host
+ * tests use it to give a local QP the number of a remote peer and check
+ * that the peer's traffic is routed by GID first (docs/architecture.md).
+ */
+static uint32_t qpn_tag(void)
+{
+	static int fixed = -1;
+	static uint32_t tag;
+
+	if (fixed < 0) {
+		const char *v = getenv("SOFTRDMA_TEST_QPN_TAG");
+
+		fixed = v && *v;
+		tag = fixed ? (uint32_t)strtoul(v, NULL, 0) : 0;
+	}
+	return fixed ? tag : sr_random32();
+}
+
 /* ---- QP ---- */
 
 static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
@@ -990,7 +1012,7 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	obj_hold(o, rcq);
 	if (srq)
 		obj_hold(o, srq);
-	o->handle = sr_qpn_make(idx, sr_random32());
+	o->handle = sr_qpn_make(idx, qpn_tag());
 	o->u.shm.off = off;
 	o->u.shm.size = got;
 	d->qp_by_idx[idx] = o;
@@ -1204,6 +1226,8 @@ static void mcast_detach_qp(struct sr_daemon *d, uint32_t qpn, const uint8_t *gi
 		if (k != g.nqp) {
 			g.nqp = k;
 			mcast_write(&t[i], &g);
+			if (!k)
+				sr_engine_mcast(g.gid, false); /* the host left the group */
 		}
 	}
 }
@@ -1218,7 +1242,7 @@ static int do_attach_mcast(struct sr_daemon *d, struct sr_client *c, const struc
 	if (!o)
 		return -EINVAL;
 	qp = sr_arena_at(d->arena, o->u.shm.off);
-	if (qp->type != IBV_QPT_UD || req->u.mcast.gid[0] != 0xff)
+	if (qp->type != IBV_QPT_UD || !sr_gid_is_mcast(req->u.mcast.gid))
 		return -EINVAL; /* only UD QPs join, and only multicast GIDs (IBTA 4.1.1) */
 	if (!attach) {
 		bool member = false;
@@ -1244,6 +1268,13 @@ static int do_attach_mcast(struct sr_daemon *d, struct sr_client *c, const struc
 		return -ENOMEM;
 	g.qpn[g.nqp++] = req->handle;
 	mcast_write(slot, &g);
+	if (g.nqp == 1) {
+		/* the first member on this host: other hosts' datagrams to it */
+		int ret = sr_engine_mcast(g.gid, true);
+
+		if (ret)
+			sr_info("multicast: cannot join the group on the wire: %s", strerror(-ret));
+	}
 	return 0;
 }
 

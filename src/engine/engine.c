@@ -227,6 +227,13 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 	}
 	sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], 1);
 	sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], p.paylen);
+	if (p.bth.dqpn == SR_QPN_MCAST) {
+		if (!opcode_fits(p.bth.opcode, IBV_QPT_UD))
+			drop(e, SR_DROP_TRANSPORT);
+		else
+			sr_eng_mcast_rx(e, &p, sgid, dgid);
+		return;
+	}
 	qp = sr_exec_qp_lookup(e->ctx, p.bth.dqpn);
 	if (!qp) {
 		drop(e, SR_DROP_QPN);
@@ -483,8 +490,9 @@ static struct sr_engine *_Atomic engine_for_status;
 void sr_engine_status(char *buf, size_t len)
 {
 	static const char *const name[SR_ENG_CNT_MAX] = {
-	    "tx_pkts",	 "tx_bytes",	  "rx_pkts",	   "rx_bytes",	       "retransmits",
-	    "naks_sent", "naks_received", "rnr_naks_sent", "rnr_naks_received"};
+	    "tx_pkts",		 "tx_bytes",  "rx_pkts",       "rx_bytes",
+	    "retransmits",	 "naks_sent", "naks_received", "rnr_naks_sent",
+	    "rnr_naks_received", "probes",    "placed_ahead"};
 	struct sr_engine *e = engine_for_status;
 	size_t n = 0;
 
@@ -627,6 +635,13 @@ void sr_engine_kick(void)
 
 	if (engine_db_fd >= 0 && write(engine_db_fd, &one, sizeof(one)) < 0)
 		sr_dbg("engine: kick: %m");
+}
+
+int sr_engine_mcast(const uint8_t *mgid, bool join)
+{
+	struct sr_engine *e = engine_for_status; /* set once its socket is bound */
+
+	return e ? sr_eng_mcast_join(e->rx_sock, mgid, join) : 0;
 }
 
 void sr_engine_stop(void)

@@ -40,11 +40,14 @@ struct sr_fault;
 struct sr_pcap;
 
 /* Requester limits, as rxe's (rxe_param.h) unless said otherwise. */
-#define SR_ENG_WINDOW	    256 /* unacknowledged packets per QP */
-#define SR_ENG_ACKREQ_EVERY 32	/* AckReq at least every this many packets */
-#define SR_ENG_REPLAY	    16	/* atomic replay cache entries per responder QP */
-#define SR_ENG_TX_BATCH	    64	/* packets per sendmmsg */
-#define SR_ENG_RX_BATCH	    32	/* datagrams per recvmmsg */
+#define SR_ENG_WINDOW	    256		   /* unacknowledged packets per QP */
+#define SR_ENG_ACKREQ_EVERY 32		   /* AckReq at least every this many packets */
+#define SR_ENG_READ_CHUNK   64		   /* response packets one READ request asks for (req.c) */
+#define SR_ENG_OOO	    256		   /* PSNs past a gap a responder may place (resp.c) */
+#define SR_ENG_PROBE_NS	    2000000	   /* first tail-loss probe after this (req.c) */
+#define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
+#define SR_ENG_TX_BATCH	    64		   /* packets per sendmmsg */
+#define SR_ENG_RX_BATCH	    32		   /* datagrams per recvmmsg */
 #define SR_ENG_RX_BUF	    (9216 + 64)
 #define SR_ENG_SOCKS	    8 /* source-port pool: a QP sends from socks[qpn % 8] */
 
@@ -59,6 +62,8 @@ enum sr_eng_cnt {
 	SR_ENG_NAK_RX,
 	SR_ENG_RNR_TX,
 	SR_ENG_RNR_RX,
+	SR_ENG_PROBES,
+	SR_ENG_OOO_PLACED,
 	SR_ENG_CNT_MAX
 };
 
@@ -66,10 +71,9 @@ enum sr_eng_cnt {
 struct sr_eng_swqe {
 	uint32_t first_psn;
 	uint32_t npkts;	   /* PSNs it uses (a READ: its response packets) */
-	uint32_t resp_off; /* READ: response bytes placed so far */
+	uint32_t resp_off; /* READ: response bytes placed so far (requested: soff) */
 	uint32_t idx;	   /* the SQ index it was started at */
 	uint8_t rd_atomic; /* a READ or an atomic: completed by its response */
-	bool regap;	   /* READ: the rest was asked for again after a gap */
 	bool local_done;   /* BIND_MW / LOCAL_INV: executed */
 	uint8_t local_err; /* enum ibv_wc_status: failed before it was sent */
 };
@@ -92,10 +96,17 @@ struct sr_eng_qp {
 	uint64_t soff;	    /* bytes of it already sent */
 	uint32_t npsn;	    /* next PSN to send */
 	uint32_t una;	    /* oldest PSN not acknowledged */
+	uint32_t hpsn;	    /* the furthest PSN sent + 1 (before a rewind) */
+	uint32_t hspos;	    /* SQ index after the furthest WQE started */
 	uint32_t rd_out;    /* READs and atomics outstanding */
 	uint32_t since_ack; /* packets sent since the last AckReq */
-	uint64_t deadline;  /* retransmit (or RNR wait end) time, ns; 0: none */
+	uint64_t deadline;  /* next timer: probe, timeout or RNR wait end, ns; 0: none */
+	uint64_t rto_at;    /* the local ACK timeout expires (0: infinite) */
+	uint64_t probe_ns;  /* the current probe interval */
 	bool rnr_wait;
+	bool recovering; /* after a sequence NAK, until progress */
+	bool regap;	 /* rewound since the last progress: answers after the
+			  * oldest unanswered one may be stale, no new gap */
 	uint8_t retry_left, rnr_left;
 	uint32_t swqe_cnt;
 	struct sr_eng_swqe *swqe; /* [sq.wqe_cnt], by SQ index */
@@ -118,6 +129,9 @@ struct sr_eng_qp {
 		bool valid;
 	} replay[SR_ENG_REPLAY];
 	uint32_t replay_next;
+	/* WRITE MIDDLE packets placed ahead of a gap, by PSN % SR_ENG_OOO */
+	uint32_t ooo_n;
+	uint64_t ooo[SR_ENG_OOO / 64];
 };
 
 struct sr_engine {
@@ -183,11 +197,22 @@ void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_p
 /* Sends the ACKs the responder owes (coalesced: once per received batch). */
 void sr_eng_resp_acks(struct sr_engine *e);
 
+/* mcast.c: UD multicast groups on the wire */
+/* Joins (or leaves) sock to the IP group of an IPv4-mapped MGID on every
+ * multicast interface; 0 or -errno.  Other MGIDs: nothing to do. */
+int sr_eng_mcast_join(int sock, const uint8_t *mgid, bool join);
+/* A datagram for QPN 0xFFFFFF to group dgid: to each member QP. */
+void sr_eng_mcast_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
+		     const uint8_t *dgid);
+
 /* The daemon's side: starts the engine thread (its context connected to
  * the daemon through `sock`), or returns -errno. */
 int sr_engine_start(int sock);
 /* Appends the engine's port counters to buf as one line (none: nothing). */
 void sr_engine_status(char *buf, size_t len);
+/* The first QP of this host joined MGID (join) or the last one left it:
+ * the engine's socket follows; 0 or -errno (no engine: 0). */
+int sr_engine_mcast(const uint8_t *mgid, bool join);
 /* Stops it (at daemon exit). */
 void sr_engine_stop(void);
 /* True once the engine thread runs its loop; sr_engine_kick wakes it. */

@@ -47,18 +47,74 @@ static uint32_t npkts_of(const struct sr_qp_shm *qp, const struct sr_send_wqe *w
 	return w->total_len ? (w->total_len + mtu - 1) / mtu : 1;
 }
 
+/*
+ * A READ is asked for in chunks of at most SR_ENG_READ_CHUNK response
+ * packets, each its own READ request with consecutive PSNs (a responder
+ * sees ordinary READs), so that what the responder sends at once fits the
+ * window and the receiver's socket buffer instead of a whole message of up
+ * to 2 GiB in one burst.  Chunks start at multiples of the chunk size; a
+ * retry asks for the rest of the chunk it resumes in.
+ */
+static uint64_t read_chunk_bytes(const struct sr_qp_shm *qp)
+{
+	return (uint64_t)SR_ENG_READ_CHUNK * sr_mtu_bytes(qp->path_mtu);
+}
+
+static uint64_t read_chunk_end(const struct sr_qp_shm *qp, const struct sr_send_wqe *w,
+			       uint64_t off)
+{
+	uint64_t cb = read_chunk_bytes(qp), end = (off / cb + 1) * cb;
+
+	return end < w->total_len ? end : w->total_len;
+}
+
+/* READ requests (chunks) of a fully requested READ still unanswered. */
+static uint32_t read_chunks_out(const struct sr_qp_shm *qp, const struct sr_send_wqe *w,
+				const struct sr_eng_swqe *sw)
+{
+	uint64_t cb = read_chunk_bytes(qp);
+	uint64_t n = w->total_len ? (w->total_len + cb - 1) / cb : 1;
+
+	return (uint32_t)(n - sw->resp_off / cb);
+}
+
 static uint64_t timeout_ns(const struct sr_qp_shm *qp)
 {
 	return qp->timeout ? 4096ull << qp->timeout : 0; /* C9-140: 0 = infinite */
 }
 
-static void arm_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+/*
+ * Two clocks per requester.  The IBTA's local ACK timeout (rto_at) counts
+ * retry_cnt.  Before it, a probe (deadline) retransmits from the oldest
+ * unacknowledged PSN after SR_ENG_PROBE_NS, doubling up to the timeout,
+ * without spending the retry budget: a lost tail (the last packets before
+ * the requester waits, which no later packet reveals to the responder)
+ * costs a couple of milliseconds instead of a whole timeout, 67 ms at
+ * perftest's 14.  The retry budget and RETRY_EXC_ERR keep their meaning.
+ */
+static uint64_t probe_cap(const struct sr_qp_shm *qp)
 {
 	uint64_t t = timeout_ns(qp);
 
-	q->deadline = t ? e->now + t : 0;
-	if (q->deadline)
-		sr_eng_activate(e, q);
+	return t ? t : 4096ull << 14; /* infinite timeout: probes keep going */
+}
+
+static void set_deadline(struct sr_engine *e, struct sr_eng_qp *q)
+{
+	q->deadline = e->now + q->probe_ns;
+	if (q->rto_at && q->rto_at < q->deadline)
+		q->deadline = q->rto_at;
+	sr_eng_activate(e, q);
+}
+
+/* Progress, or the first packet after idle: both clocks start again. */
+static void arm_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	uint64_t t = timeout_ns(qp), cap = probe_cap(qp);
+
+	q->rto_at = t ? e->now + t : 0;
+	q->probe_ns = SR_ENG_PROBE_NS < cap ? SR_ENG_PROBE_NS : cap;
+	set_deadline(e, q);
 }
 
 /* ---- completions: the same code as the same-host path ---- */
@@ -178,16 +234,18 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	uint8_t op;
 
 	if (w->opcode == IBV_WR_RDMA_READ) {
-		/* the rest of the READ from resp_off (a retry asks only for that) */
-		uint32_t done = sw->resp_off;
+		/* one READ request for the rest of the chunk at soff (read_chunk) */
+		uint64_t end = read_chunk_end(qp, w, q->soff);
 
 		op = SR_TR_RC | SR_IB_READ_REQUEST;
-		sr_reth_put(h + hl, w->remote_addr + done, w->rkey, w->total_len - done);
+		sr_reth_put(h + hl, w->remote_addr + q->soff, w->rkey, (uint32_t)(end - q->soff));
 		hl += SR_RETH_LEN;
-		last = true;
-		q->npsn = sr_psn_add(sw->first_psn, done / mtu);
-		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true, q->npsn);
-		q->npsn = sr_psn_add(sw->first_psn, sw->npkts);
+		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true,
+			   sr_psn_add(sw->first_psn, (uint32_t)(q->soff / mtu)));
+		last = end >= w->total_len;
+		q->npsn = last ? sr_psn_add(sw->first_psn, sw->npkts)
+			       : sr_psn_add(sw->first_psn, (uint32_t)(end / mtu));
+		q->soff = end;
 	} else if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 		   w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 		bool cas = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
@@ -218,7 +276,7 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		}
 		if (gather(e, qp, w, q->soff, len, iov, &niov) != IBV_WC_SUCCESS)
 			return false;
-		ackreq = last || ++q->since_ack >= SR_ENG_ACKREQ_EVERY;
+		ackreq = last || ++q->since_ack >= SR_ENG_ACKREQ_EVERY || q->recovering;
 		if (ackreq)
 			q->since_ack = 0;
 		sr_bth_put(h, op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
@@ -232,6 +290,18 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	return true;
 }
 
+/* The furthest the requester has sent: after a go-back-N rewind, an ACK up
+ * to there moves it forward again (the responder kept what it could). */
+static void note_high(struct sr_eng_qp *q)
+{
+	uint32_t top = q->spos + (q->soff ? 1 : 0);
+
+	if ((int32_t)(top - q->hspos) > 0)
+		q->hspos = top;
+	if (sr_psn_diff(q->npsn, q->hpsn) > 0)
+		q->hpsn = q->npsn;
+}
+
 static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	q->npsn = qp->sq_psn;
@@ -242,8 +312,12 @@ static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 	q->since_ack = 0;
 	q->deadline = 0;
 	q->rnr_wait = false;
+	q->regap = false;
+	q->recovering = false;
 	q->retry_left = qp->retry_cnt;
 	q->rnr_left = qp->rnr_retry;
+	q->hspos = q->spos;
+	q->hpsn = q->npsn;
 	q->req_init = true;
 }
 
@@ -252,6 +326,9 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
 	uint32_t head = atomic_load_explicit(&qp->sq.head, memory_order_acquire);
 	uint32_t max_rd = qp->max_rd_atomic ? qp->max_rd_atomic : 1;
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+	/* recovering from a sequence NAK: the missing packet alone, AckReq */
+	uint32_t win = q->recovering ? 1 : SR_ENG_WINDOW;
 	bool sent = false;
 
 	if (state == IBV_QPS_ERR) {
@@ -271,13 +348,13 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, q->spos);
 		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
 
+		bool read = w->opcode == IBV_WR_RDMA_READ;
+
 		if (q->soff == 0) {
-			/* a WQE starts: fence (C10-xx), max_rd_atomic, the window */
+			/* a WQE starts: fence (C10-xx), the window (a READ: per chunk) */
 			if ((w->flags & SR_WQE_FENCE) && q->rd_out)
 				break;
-			if (is_rd_atomic(w->opcode) && q->rd_out >= max_rd)
-				break;
-			if (sr_psn_diff(q->npsn, q->una) + npkts_of(qp, w) > SR_ENG_WINDOW &&
+			if (!read && sr_psn_diff(q->npsn, q->una) + npkts_of(qp, w) > win &&
 			    q->npsn != q->una)
 				break;
 			if (is_local(w->opcode)) {
@@ -291,20 +368,30 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 				sw->npkts = 0;
 				sw->rd_atomic = false;
 				q->spos++;
+				note_high(q);
 				continue;
 			}
 			sw->idx = q->spos;
 			sw->local_done = false;
 			sw->resp_off = 0; /* a rewind into a READ's middle skips this */
-			sw->regap = false;
 			sw->first_psn = q->npsn;
 			sw->npkts = npkts_of(qp, w);
 			sw->rd_atomic = is_rd_atomic(w->opcode);
 			sw->local_err = IBV_WC_SUCCESS;
-			if (sw->rd_atomic)
-				q->rd_out++;
-		} else if (sr_psn_diff(q->npsn, q->una) >= SR_ENG_WINDOW) {
+		} else if (!read && sr_psn_diff(q->npsn, q->una) >= (int32_t)win) {
 			break;
+		}
+		if (sw->rd_atomic) {
+			/* each READ request (chunk) and atomic: max_rd_atomic, window */
+			uint64_t end = read ? read_chunk_end(qp, w, q->soff) : 0;
+			uint32_t n =
+			    read && w->total_len ? (uint32_t)((end - q->soff + mtu - 1) / mtu) : 1;
+
+			if (q->rd_out >= max_rd)
+				break;
+			if (sr_psn_diff(q->npsn, q->una) + n > win && q->npsn != q->una)
+				break;
+			q->rd_out++;
 		}
 		if (!send_one(e, qp, q, w, sw)) {
 			sw->local_err = IBV_WC_LOC_PROT_ERR;
@@ -317,6 +404,7 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			q->soff = 0;
 			q->spos++;
 		}
+		note_high(q);
 	}
 	if (qp->type == IBV_QPT_UC) {
 		/* no ACKs on UC: a WQE is done once sent */
@@ -372,28 +460,26 @@ void sr_eng_comp_retire(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 	}
 }
 
-/* Go-back-N: the requester resumes from PSN `psn` (not yet acknowledged). */
-static void rewind_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
+/* The requester goes on from PSN `psn` (not yet acknowledged), back
+ * (go-back-N) or forward (an ACK past what it resent). */
+static void reposition(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
 {
-	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu), i;
 
 	q->rd_out = 0;
-	for (uint32_t i = qp->exec_pos; i != q->spos + (q->soff ? 1 : 0); i++) {
+	for (i = qp->exec_pos; i != q->hspos; i++) {
 		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, i);
 		struct sr_eng_swqe *sw = &q->swqe[i & (q->swqe_cnt - 1)];
 		int32_t d = sr_psn_diff(psn, sw->first_psn);
 
 		if (is_local(w->opcode))
 			continue;
-		if (d < (int32_t)sw->npkts || i == q->spos) {
+		if (d < (int32_t)sw->npkts) {
 			q->spos = i;
 			if (w->opcode == IBV_WR_RDMA_READ) {
-				q->soff = sw->resp_off ? 1 : 0; /* send_one asks for the rest */
+				/* ask again from the first byte not received */
+				q->soff = sw->resp_off;
 				q->npsn = sr_psn_add(sw->first_psn, sw->resp_off / mtu);
-				if (!sw->resp_off)
-					q->soff = 0;
-				else
-					q->rd_out++; /* stays outstanding */
 			} else if (sw->rd_atomic) {
 				q->soff = 0;
 				q->npsn = sw->first_psn;
@@ -405,28 +491,84 @@ static void rewind_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 			}
 			break;
 		}
-		if (sw->rd_atomic)
+		if (w->opcode == IBV_WR_RDMA_READ)
+			q->rd_out += read_chunks_out(qp, w, sw);
+		else if (sw->rd_atomic)
 			q->rd_out++;
 	}
+	if (i == q->hspos) {
+		/* past everything started: go on with the next WQE */
+		q->spos = q->hspos;
+		q->soff = 0;
+		q->npsn = psn;
+	}
 	q->since_ack = 0;
-	sr_eng_count(&e->cnt[SR_ENG_RETRANS], 1);
 	sr_eng_activate(e, q);
 }
 
-static void acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
+/* Go-back-N: resend from `psn`. */
+static void rewind_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
 {
-	uint32_t next = sr_psn_add(psn, 1);
+	q->regap = true;
+	reposition(e, qp, q, psn);
+	sr_eng_count(&e->cnt[SR_ENG_RETRANS], 1);
+}
+
+/*
+ * The first PSN whose answer a READ or atomic still waits for, among the
+ * WQEs sent (none: false).  An acknowledgement beyond it is an implied NAK
+ * (9.7.5.2.x): that response was lost, the request must go again.
+ */
+static bool first_unanswered(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+			     uint32_t *psn, struct sr_eng_swqe **swp)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+
+	for (uint32_t i = qp->exec_pos; i != q->hspos; i++) {
+		struct sr_eng_swqe *sw = &q->swqe[i & (q->swqe_cnt - 1)];
+
+		if (sw->rd_atomic) {
+			*psn = sr_psn_add(sw->first_psn, sw->resp_off / mtu);
+			*swp = sw;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* PSNs up to `psn` are acknowledged; returns true if that implied a NAK
+ * and the requester was rewound. */
+static bool acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
+{
+	uint32_t next = sr_psn_add(psn, 1), u;
+	struct sr_eng_swqe *sw;
+	bool implied = false;
 
 	/* only a PSN we sent moves anything (C9-xx: ignore others) */
-	if (sr_psn_diff(next, q->una) <= 0 || sr_psn_diff(next, q->npsn) > 0)
-		return;
-	q->una = next;
-	q->retry_left = qp->retry_cnt; /* progress: the retry budget starts again */
-	sr_eng_comp_retire(e, qp, q, psn);
+	if (sr_psn_diff(next, q->una) <= 0 || sr_psn_diff(next, q->hpsn) > 0)
+		return false;
+	if (first_unanswered(e, qp, q, &u, &sw) && sr_psn_diff(next, u) > 0) {
+		next = u;
+		implied = !q->regap; /* once, until progress */
+	}
+	if (sr_psn_diff(next, q->una) > 0) {
+		q->una = next;
+		q->regap = false;
+		q->recovering = false;
+		q->retry_left = qp->retry_cnt; /* progress: the retry budget starts again */
+		sr_eng_comp_retire(e, qp, q, sr_psn_add(next, SR_PSN_MASK));
+	}
+	if (implied) {
+		rewind_to(e, qp, q, q->una);
+		return true;
+	}
+	if (sr_psn_diff(q->una, q->npsn) > 0)
+		reposition(e, qp, q, q->una); /* no need to resend what came */
 	if (q->una == q->npsn && qp->exec_pos == q->spos && !q->soff)
 		q->deadline = 0;
 	else
 		arm_timer(e, qp, q);
+	return false;
 }
 
 static enum ibv_wc_status nak_status(uint8_t code)
@@ -454,8 +596,8 @@ static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 	/* a NAK acknowledges everything before its PSN (9.7.5.2.x) */
 	if (sr_psn_diff(p->bth.psn, q->una) < 0 || sr_psn_diff(p->bth.psn, q->npsn) >= 0)
 		return; /* stale */
-	if (p->bth.psn != q->una)
-		acked_to(e, qp, q, before);
+	if (p->bth.psn != q->una && acked_to(e, qp, q, before))
+		return; /* an answer to a READ or atomic before it was lost: retried */
 	if (kind == SR_AETH_RNR_NAK) {
 		sr_eng_count(&e->cnt[SR_ENG_RNR_RX], 1);
 		/* C9-152: rnr_retry 7 retries for ever */
@@ -471,7 +613,10 @@ static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 	}
 	sr_eng_count(&e->cnt[SR_ENG_NAK_RX], 1);
 	if (kind == SR_AETH_NAK && val == SR_NAK_PSN_SEQ) {
-		rewind_to(e, qp, q, p->bth.psn);
+		/* resend the missing packet alone, with AckReq: the ACK says
+		 * how far the responder got past it (resp.c places ahead) */
+		rewind_to(e, qp, q, q->una);
+		q->recovering = true;
 		sr_eng_req_run(e, qp, q);
 		return;
 	}
@@ -523,6 +668,7 @@ static void read_done(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	complete_head(e, qp, IBV_WC_SUCCESS, byte_len);
 	if (sr_psn_diff(sr_psn_add(last, 1), q->una) > 0)
 		q->una = sr_psn_add(last, 1);
+	q->regap = false;
 	q->retry_left = qp->retry_cnt;
 	sr_eng_comp_retire(e, qp, q, sr_psn_add(q->una, SR_PSN_MASK));
 	if (q->una == q->npsn && qp->exec_pos == q->spos && !q->soff)
@@ -530,6 +676,18 @@ static void read_done(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	else
 		arm_timer(e, qp, q);
 	sr_eng_req_run(e, qp, q);
+}
+
+/* A response for a PSN after `expect` (the head's): the head's answer was
+ * lost; ask again for the rest (once: after a rewind, later answers may
+ * be stale ones, until progress shows the new round). */
+static void answer_gap(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn,
+		       uint32_t expect)
+{
+	if (sr_psn_diff(psn, expect) > 0 && !q->regap) {
+		rewind_to(e, qp, q, expect);
+		sr_eng_req_run(e, qp, q);
+	}
 }
 
 static void on_read_resp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
@@ -547,20 +705,16 @@ static void on_read_resp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 		return; /* duplicate or stray */
 	expect = sr_psn_add(sw->first_psn, sw->resp_off / mtu);
 	if (p->bth.psn != expect) {
-		/* a lost response: ask again for the rest (once per gap) */
-		if (sr_psn_diff(p->bth.psn, expect) > 0 && !sw->regap) {
-			sw->regap = true;
-			rewind_to(e, qp, q, expect);
-			sr_eng_req_run(e, qp, q);
-		}
+		answer_gap(e, qp, q, p->bth.psn, expect);
 		return;
 	}
-	sw->regap = false;
 	if ((p->op->flags & SR_OPF_AETH) && (p->syndrome & 0xe0) != SR_AETH_ACK) {
 		read_done(e, qp, q, w, sw, nak_status(p->syndrome & 0x1f), 0);
 		return;
 	}
-	if (sw->resp_off + len > w->total_len || (!(p->op->flags & SR_OPF_LAST) && len != mtu)) {
+	if (sw->resp_off + len > w->total_len || (!(p->op->flags & SR_OPF_LAST) && len != mtu) ||
+	    ((p->op->flags & SR_OPF_LAST) &&
+	     read_chunk_end(qp, w, sw->resp_off) != sw->resp_off + len)) {
 		read_done(e, qp, q, w, sw, IBV_WC_BAD_RESP_ERR, 0);
 		return;
 	}
@@ -574,13 +728,16 @@ static void on_read_resp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 		src += iov[i].iov_len;
 	}
 	sw->resp_off += p->paylen;
-	if (p->op->flags & SR_OPF_LAST) {
-		if (sw->resp_off != w->total_len)
-			read_done(e, qp, q, w, sw, IBV_WC_BAD_RESP_ERR, 0);
-		else
-			read_done(e, qp, q, w, sw, IBV_WC_SUCCESS, w->total_len);
+	if ((p->op->flags & SR_OPF_LAST) && sw->resp_off == w->total_len) {
+		read_done(e, qp, q, w, sw, IBV_WC_SUCCESS, w->total_len);
 		return;
 	}
+	/* each response packet in order acknowledges its PSN: the window
+	 * moves on and a retry asks only for what has not come */
+	q->una = sr_psn_add(p->bth.psn, 1);
+	q->regap = false;
+	if ((p->op->flags & SR_OPF_LAST) && q->rd_out)
+		q->rd_out--; /* a chunk is answered */
 	q->retry_left = qp->retry_cnt;
 	arm_timer(e, qp, q);
 }
@@ -593,8 +750,13 @@ static void on_atomic_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_e
 	const struct sr_sge_shm *sge;
 	void *dst = NULL;
 
-	if (!w || !sw->rd_atomic || w->opcode == IBV_WR_RDMA_READ || p->bth.psn != sw->first_psn)
+	if (!w || !sw->rd_atomic)
 		return;
+	if (w->opcode == IBV_WR_RDMA_READ || p->bth.psn != sw->first_psn) {
+		answer_gap(e, qp, q, p->bth.psn,
+			   sr_psn_add(sw->first_psn, sw->resp_off / sr_mtu_bytes(qp->path_mtu)));
+		return;
+	}
 	if ((p->syndrome & 0xe0) != SR_AETH_ACK) {
 		read_done(e, qp, q, w, sw, nak_status(p->syndrome & 0x1f), 0);
 		return;
@@ -642,12 +804,24 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		sr_eng_req_run(e, qp, q);
 		return;
 	}
+	if (!q->rto_at || e->now < q->rto_at) {
+		/* a probe: go back to the oldest unacknowledged PSN, keep the
+		 * deadline set so that sending does not restart the clocks */
+		sr_eng_count(&e->cnt[SR_ENG_PROBES], 1);
+		q->recovering = false;
+		q->probe_ns = q->probe_ns * 2 < probe_cap(qp) ? q->probe_ns * 2 : probe_cap(qp);
+		set_deadline(e, q);
+		rewind_to(e, qp, q, q->una);
+		sr_eng_req_run(e, qp, q);
+		return;
+	}
 	/* local ACK timeout (9.7.6.1.3): retry from the oldest unacknowledged PSN */
 	if (q->retry_left == 0) {
 		fail_head(e, qp, q, IBV_WC_RETRY_EXC_ERR);
 		return;
 	}
 	q->retry_left--;
+	q->recovering = false;
 	q->deadline = 0;
 	rewind_to(e, qp, q, q->una);
 	sr_eng_req_run(e, qp, q);

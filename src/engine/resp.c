@@ -364,6 +364,68 @@ static void duplicate(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	}
 }
 
+/*
+ * Loss recovery without resending everything (our responder's choice; the
+ * wire stays go-back-N).  A WRITE MIDDLE packet that arrives past a gap,
+ * of the WRITE in progress (its RETH checked the whole range at FIRST), is
+ * placed at once where it belongs, and its PSN remembered.  When the
+ * missing packet comes, the expected PSN jumps over what was placed and
+ * the ACK tells the requester, which goes on from there (req.c) instead of
+ * resending it.  A standard requester resends it anyway and gets it
+ * acknowledged as a duplicate.  Nothing that completes or starts a
+ * message is taken early, so completions stay in order.
+ */
+static bool placed(const struct sr_eng_qp *q, uint32_t psn)
+{
+	uint32_t b = psn % SR_ENG_OOO;
+
+	return q->ooo[b / 64] >> (b % 64) & 1;
+}
+
+static void place_ahead(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+			const struct sr_pkt *p, uint32_t d)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu), b = p->bth.psn % SR_ENG_OOO;
+	uint32_t f = p->op->flags;
+	uint64_t off = (uint64_t)d * mtu;
+	void *dst = NULL;
+
+	if (d >= SR_ENG_OOO || !(f & SR_OPF_WRITE) || (f & (SR_OPF_FIRST | SR_OPF_LAST)) ||
+	    q->cur_op == 0xff || !(sr_opcode_info[q->cur_op].flags & SR_OPF_WRITE) ||
+	    p->paylen != mtu || off + mtu >= q->wr_left || placed(q, p->bth.psn))
+		return;
+	if (!sr_resp_rkey(e->ctx, qp, q->wr_rkey, q->wr_va + off, mtu, IBV_ACCESS_REMOTE_WRITE,
+			  &dst))
+		return; /* the in-order pass reports it */
+	memcpy(dst, p->payload, mtu);
+	q->ooo[b / 64] |= 1ull << (b % 64);
+	q->ooo_n++;
+	sr_eng_count(&e->cnt[SR_ENG_OOO_PLACED], 1);
+}
+
+/* After an in-order packet: skip the MIDDLE packets already placed. */
+static void take_placed(struct sr_engine *e, const struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
+	bool moved = false;
+
+	while (q->ooo_n && placed(q, q->epsn)) {
+		uint32_t b = q->epsn % SR_ENG_OOO;
+
+		q->ooo[b / 64] &= ~(1ull << (b % 64));
+		q->ooo_n--;
+		q->wr_va += mtu;
+		q->wr_left -= mtu;
+		q->cur_off += mtu;
+		q->epsn = sr_psn_add(q->epsn, 1);
+		moved = true;
+	}
+	if (moved) {
+		q->ack_due = true; /* let the requester skip them */
+		ack_later(e, q);
+	}
+}
+
 void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		    const struct sr_pkt *p, const uint8_t *sgid, const uint8_t *dgid)
 {
@@ -380,6 +442,8 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	}
 	if (!q->resp_init) {
 		q->epsn = qp->rq_psn;
+		q->ooo_n = 0;
+		memset(q->ooo, 0, sizeof(q->ooo));
 		q->resp_init = true;
 	}
 	d = sr_psn_diff(p->bth.psn, q->epsn);
@@ -388,6 +452,7 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		return;
 	}
 	if (rc && d > 0) {
+		place_ahead(e, qp, q, p, (uint32_t)d);
 		/* C9-114: one NAK per gap, until the expected packet comes */
 		if (!q->nak_sent) {
 			send_nak(e, qp, q, q->epsn, SR_AETH_NAK | SR_NAK_PSN_SEQ);
@@ -445,6 +510,8 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		q->cur_op = 0xff;
 		q->msn++;
 	}
+	if (q->ooo_n)
+		take_placed(e, qp, q);
 	if (rc && (p->bth.ackreq || (f & SR_OPF_LAST))) {
 		q->ack_due = true;
 		ack_later(e, q);

@@ -32,10 +32,10 @@
 #include "shm/mrmap.h"
 #include "shm/qp_err.h"
 #include "shm/responder.h"
+#include "wire/gid.h"
 #include "wire/udp.h"
 #include "verbs/internal.h"
 
-#define SR_QPN_MCAST 0xffffffu
 #define SR_GRH_LEN   40
 /* deliver(): messages up to this size reserve their CQE before the copy */
 #define SR_EARLY_CQE_MAX 4096
@@ -497,6 +497,24 @@ static bool gid_local(const struct sr_context *ctx, const uint8_t *gid)
 /* This process's socket for UD datagrams to other hosts (sr_udp_socket). */
 static int ud_sock = -1;
 static uint16_t ud_sport;
+uint32_t sr_mcast_members(void *arena, const uint8_t *mgid, uint32_t *qpn)
+{
+	struct sr_mcast_group *tab = sr_arena_mcasttab(arena);
+
+	for (uint32_t i = 0; i < SR_MAX_MCAST_GRP; i++) {
+		struct sr_mcast_group g;
+
+		sr_seq_read(&tab[i].seq, (char *)&g + sizeof(g.seq), sizeof(g) - sizeof(g.seq));
+		if (!g.nqp || memcmp(g.gid, mgid, 16))
+			continue;
+		if (g.nqp > SR_MAX_MCAST_ATTACH)
+			g.nqp = SR_MAX_MCAST_ATTACH; /* the arena is the user's to scribble on */
+		memcpy(qpn, g.qpn, g.nqp * sizeof(*qpn));
+		return g.nqp;
+	}
+	return 0;
+}
+
 static pthread_mutex_t ud_sock_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /*
@@ -578,26 +596,24 @@ static enum xres exec_send(struct xfer *x)
 		/* C10-15: a Q_Key with the high bit set means "use the QP's own" */
 		qkey = (w->ud_qkey & 0x80000000u) ? x->qp->qkey : w->ud_qkey;
 		/* routing by GID: another host's GID goes over the wire */
-		if (w->ud_ah_global && w->ud_dgid[0] != 0xff && !gid_local(ctx, w->ud_dgid))
+		if (w->ud_ah_global && !sr_gid_is_mcast(w->ud_dgid) && !gid_local(ctx, w->ud_dgid))
 			return send_ud_wire(x, src, ns, len, qkey);
 		if (w->ud_qpn == SR_QPN_MCAST) {
-			struct sr_mcast_group *tab = sr_arena_mcasttab(ctx->arena);
+			uint32_t m[SR_MAX_MCAST_ATTACH];
+			uint32_t n = sr_mcast_members(ctx->arena, w->ud_dgid, m);
 
-			for (uint32_t i = 0; i < SR_MAX_MCAST_GRP; i++) {
-				struct sr_mcast_group g;
+			/* this host's members through memory; other hosts' through
+			 * the IP multicast group of an IPv4-mapped MGID (the kernel
+			 * does not loop it back to us) */
+			for (uint32_t j = 0; j < n; j++) {
+				struct sr_qp_shm *t = qp_lookup(ctx->arena, m[j]);
 
-				sr_seq_read(&tab[i].seq, (char *)&g + sizeof(g.seq),
-					    sizeof(g) - sizeof(g.seq));
-				if (!g.nqp || memcmp(g.gid, w->ud_dgid, 16))
-					continue;
-				for (uint32_t j = 0; j < g.nqp; j++) {
-					struct sr_qp_shm *t = qp_lookup(ctx->arena, g.qpn[j]);
-
-					if (t && t->type == IBV_QPT_UD && can_receive(t) &&
-					    t->qkey == qkey)
-						deliver(x, t, src, ns, len, grh);
-				}
+				if (t && t->type == IBV_QPT_UD && can_receive(t) && t->qkey == qkey)
+					deliver(x, t, src, ns, len, grh);
 			}
+			if (w->ud_ah_global && sr_gid_is_v4(w->ud_dgid) && sr_gid_is_v4(w->ud_sgid) &&
+			    sr_gid_is_mcast(w->ud_dgid))
+				return send_ud_wire(x, src, ns, len, qkey);
 			return X_DONE;
 		}
 		struct sr_qp_shm *t = qp_lookup(ctx->arena, w->ud_qpn);

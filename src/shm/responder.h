@@ -27,6 +27,10 @@ int sr_resp_deliver(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t sender
 		    uint32_t src_qpn, const struct sr_send_wqe *w, const void *payload,
 		    uint32_t len, const uint8_t *grh, enum ibv_wc_status *req_status);
 
+/* The QPNs attached to multicast group `mgid` (at most SR_MAX_MCAST_ATTACH,
+ * into qpn); 0 if none. */
+uint32_t sr_mcast_members(void *arena, const uint8_t *mgid, uint32_t *qpn);
+
 /* RDMA WRITE / READ target range: true and *p if the responder QP and the
  * rkey allow `need` on [va, va + len). */
 bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t rkey, uint64_t va,

@@ -25,6 +25,14 @@ static inline bool sr_gid_pair_is_v4(const uint8_t sgid[16], const uint8_t dgid[
 	return sr_gid_is_v4(sgid) && sr_gid_is_v4(dgid);
 }
 
+/* A multicast GID (MGID): an IB/IPv6 multicast address (ff00::/8) or, for
+ * RoCEv2 over IPv4, an IPv4-mapped multicast address (::ffff:224.0.0.0/4),
+ * the form rdma_cm maps IPv4 groups to. */
+static inline bool sr_gid_is_mcast(const uint8_t gid[16])
+{
+	return gid[0] == 0xff || (sr_gid_is_v4(gid) && (gid[12] & 0xf0) == 0xe0);
+}
+
 /* The IPv4-mapped GID of an IPv4 address given in network byte order. */
 static inline void sr_gid_from_ipv4(uint8_t gid[16], const uint8_t addr[4])
 {

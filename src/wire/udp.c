@@ -23,6 +23,10 @@ int sr_udp_socket(uint16_t port, uint16_t *bound)
 	/* DF, and for IPv4 identification 0 on unconnected sockets (icrc.h) */
 	setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu4, sizeof(pmtu4));
 	setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof(pmtu6));
+	/* multicast: this host's members get a datagram through memory, the
+	 * kernel must not hand it back to our own socket as well */
+	setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &zero, sizeof(zero));
+	setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &zero, sizeof(zero));
 	/* the destination address of each datagram: the ICRC covers it */
 	setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));

@@ -1,0 +1,53 @@
+#!/bin/bash
+# One of our checking test programs across two hosts: sr_xfer (xfer.c) or
+# sr_mcast (mcast.c), the server in host a, the client in host b; both must
+# exit 0, having checked every byte, datagram and completion.
+#
+# usage: xfer.sh BUILD_DIR MTU PROGRAM [CLIENT ARGS...]
+# Environment: SOFTRDMA_FAULT (fault injection in both daemons, from their
+# start), SOFTRDMA_TEST_QPN_TAG (fixed QPN tag bits, for -D), XFER_EXPECT
+# (a counter name of `softrdma status`'s RoCE line that must be nonzero
+# on host b afterwards, e.g. retransmits: the recovery really happened).
+set -u
+here=$(dirname "$0")
+source "$here/../lib_netns.sh"
+build=$1 mtu=$2 prog=$3
+shift 3
+nn_setup "$build" "$mtu" || exit 1
+ga=$(nn_gid_index a "$(addr_a)") && gb=$(nn_gid_index b "$(addr_b)") ||
+	{ echo "FAIL: no RoCE v2 GID for the veth addresses"; exit 1; }
+port=$((20000 + (RANDOM % 20000)))
+log=$(mktemp -d)
+trap 'nn_cleanup; rm -rf "$log"' EXIT
+
+nn_bg a "$log/server" timeout 600 "$build/bin/$prog" -g "$ga" -p "$port" ${XFER_SERVER_ARGS:-}
+spid=$NN_LAST_PID
+if ! nn_wait_port a "$port"; then
+	echo "FAIL: server did not listen on $port"; cat "$log/server"; exit 1
+fi
+start=$(date +%s%N)
+on_b timeout 600 "$build/bin/$prog" -g "$gb" -p "$port" "$@" "$(addr_a)" >"$log/client" 2>&1
+crc=$?
+wait "$spid"
+src=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+echo "--- client (rc $crc, $ms ms)"; cat "$log/client"
+echo "--- server (rc $src)"; cat "$log/server"
+for h in a b; do
+	echo "--- host $h: $(on_host $h "$NN_SR" status | grep 'roce v2' |
+		sed 's/ [a-z_-]* 0\b//g')"
+done
+ok=1
+[ $crc = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
+[ $src = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
+if [ "$prog" = sr_xfer ]; then
+	grep -q "all checks passed" "$log/client" || { echo "FAIL: client checks"; ok=0; }
+	grep -q "all checks passed" "$log/server" || { echo "FAIL: server checks"; ok=0; }
+fi
+if [ -n "${XFER_EXPECT:-}" ]; then
+	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$XFER_EXPECT" | tail -1)
+	[ "${v:-0}" -gt 0 ] 2>/dev/null ||
+		{ echo "FAIL: host b's $XFER_EXPECT is ${v:-absent}: no recovery seen"; ok=0; }
+fi
+[ $ok = 1 ] && echo "PASS: $prog $* across two hosts, MTU $mtu (${SOFTRDMA_FAULT:-no faults})"
+[ $ok = 1 ]
