@@ -40,6 +40,7 @@
  * before it, and MR_MAP hands them out from a given index on. */
 #define SR_MR_SEGS_PER_REC 32
 #define SR_MR_MAX_SEGS	   (1u << 16)
+#define SR_CTL_TEXT	   512 /* FAULT spec and TRACE path */
 
 enum sr_op {
 	SR_OP_HELLO = 1,
@@ -68,6 +69,8 @@ enum sr_op {
 	SR_OP_REREG_MR, /* handle: the key; u.reg_mr as REG_MR (MR_SEGS first); no segments keep the
 			   pages */
 	SR_OP_MR_SEGS,
+	SR_OP_FAULT, /* u.fault.spec: fault injection on the wire (engine/fault.h); "off" */
+	SR_OP_TRACE, /* one fd: capture the wire into it (u.trace.path shown); no fd: stop */
 	SR_OP_MAX
 };
 
@@ -236,6 +239,12 @@ struct sr_req {
 			uint8_t gid[16];
 			uint16_t lid;
 		} mcast;
+		struct {
+			char spec[SR_CTL_TEXT]; /* NUL-terminated */
+		} fault;
+		struct {
+			char path[SR_CTL_TEXT]; /* for `softrdma status` only */
+		} trace;
 	} u;
 };
 
@@ -289,6 +298,12 @@ struct sr_rep {
 		struct {
 			uint32_t len; /* STATUS: text bytes that follow in further records */
 		} status;
+		struct {
+			char text[SR_CTL_TEXT]; /* FAULT: the spec in force, or why not */
+		} fault;
+		struct {
+			uint64_t pkts; /* TRACE: packets written to the capture it ended */
+		} trace;
 	} u;
 };
 

@@ -192,5 +192,11 @@ int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, 
 
 /* status.c */
 char *sr_status_text(struct sr_daemon *d, size_t *len);
+/* control.c: `softrdma fault` / `softrdma trace` and the engine's status */
+int sr_ctl_fault(struct sr_daemon *d, const struct sr_req *req, struct sr_rep *rep);
+int sr_ctl_trace(struct sr_daemon *d, const struct sr_req *req, int *fds, int nfds,
+		 struct sr_rep *rep);
+/* The engine's lines of `softrdma status` (malloc'd), or NULL. */
+char *sr_ctl_status_text(void);
 
 #endif

@@ -22,6 +22,7 @@
 #include "core/daemon_link.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
+#include "engine/ctl.h"
 #include "engine/engine.h"
 
 static volatile sig_atomic_t sr_stop;
@@ -122,7 +123,10 @@ static bool has_resource_clients(const struct sr_daemon *d)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: softrdmad [--idle SECONDS]   (0 = never exit when idle)\n");
+	fprintf(stderr, "usage: softrdmad [--idle SECONDS] [--fault SPEC]\n"
+			"  --idle 0: never exit when idle\n"
+			"  --fault SPEC: fault injection on the RoCEv2 wire from the start\n"
+			"    (default: $SOFTRDMA_FAULT; grammar in `softrdma fault --help`)\n");
 }
 
 int main(int argc, char **argv)
@@ -134,7 +138,7 @@ int main(int argc, char **argv)
 	uint64_t idle_since, last_sweep = 0;
 	bool waiting = false, deferred;
 	struct rlimit rl;
-	const char *e;
+	const char *e, *fault;
 	int ret;
 
 	memset(&d, 0, sizeof(d));
@@ -143,13 +147,28 @@ int main(int argc, char **argv)
 	e = getenv("SOFTRDMA_IDLE_TIMEOUT");
 	if (e && *e)
 		d.idle_timeout_s = atoi(e);
+	fault = getenv("SOFTRDMA_FAULT");
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--idle") && i + 1 < argc) {
 			d.idle_timeout_s = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--fault") && i + 1 < argc) {
+			fault = argv[++i];
 		} else {
 			usage();
 			return 2;
 		}
+	}
+	if (fault && *fault) {
+		struct sr_fault_cfg cfg;
+		char why[256];
+
+		if (sr_fault_parse(fault, &cfg, why, sizeof(why))) {
+			sr_err("fault spec '%s': %s", fault, why);
+			return 2;
+		}
+		sr_engine_fault_initial(&cfg);
+		if (sr_fault_cfg_on(&cfg))
+			sr_info("fault injection: %s", cfg.text);
 	}
 	/* every client's registered memory and event fds are descriptors
 	 * here: take what the hard limit allows */

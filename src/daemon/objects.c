@@ -1391,7 +1391,8 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 	 * counts for neither the idle exit nor the status listing: it may
 	 * only look.  HELLO is once per connection: a second one could turn a
 	 * client holding resources into a monitor. */
-	if (c->monitor && req->op != SR_OP_STATUS && req->op != SR_OP_HELLO) {
+	if (c->monitor && req->op != SR_OP_STATUS && req->op != SR_OP_HELLO &&
+	    req->op != SR_OP_FAULT && req->op != SR_OP_TRACE) {
 		ret = -EPERM;
 		goto reply;
 	}
@@ -1433,6 +1434,12 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 			sr_warn("client %u: status reply failed", c->id);
 		ret = 0;
 		goto out;
+	case SR_OP_FAULT: /* the wire's fault injection (control.c) */
+		ret = sr_ctl_fault(d, req, &rep);
+		break;
+	case SR_OP_TRACE:
+		ret = sr_ctl_trace(d, req, fds, nfds, &rep);
+		break;
 	case SR_OP_REG_FD:
 		ret = do_reg_fd(d, c, req, fds, nfds, &rep);
 		break;

@@ -221,6 +221,14 @@ char *sr_status_text(struct sr_daemon *d, size_t *len)
 		sr_engine_status(line, sizeof(line));
 		put(&b, "%s", line);
 	}
+	{
+		char *t = sr_ctl_status_text(); /* fault, trace, wire QPs (control.c) */
+
+		if (t) {
+			put(&b, "%s", t);
+			free(t);
+		}
+	}
 	for (struct sr_client *c = d->clients; c; c = c->next) {
 		unsigned cnt[SR_OBJ_KINDS] = {0};
 

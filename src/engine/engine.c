@@ -29,7 +29,9 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "engine/ctl.h"
 #include "engine/doorbell.h"
+#include "engine/fault.h"
 #include "core/daemon_link.h"
 #include "core/idalloc.h"
 #include "engine/engine.h"
@@ -141,9 +143,13 @@ void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t 
 	if (e->ntx == SR_ENG_TX_BATCH)
 		sr_eng_flush_tx(e);
 	e->txsock[e->ntx] = sock;
-	sr_udp_build(&e->tx[e->ntx++], sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
+	sr_udp_build(&e->tx[e->ntx], sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
 	sr_eng_count(&e->cnt[SR_ENG_TX_PKTS], 1);
 	sr_eng_count(&e->cnt[SR_ENG_TX_BYTES], paylen);
+	if (e->fault || e->trace) /* fault.h: drop, dup, hold, corrupt; capture */
+		sr_eng_tx_tap(e, sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
+	else
+		e->ntx++;
 }
 
 /* ---- receive ---- */
@@ -259,6 +265,23 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 		sr_eng_comp_rx(e, qp, q, &p);
 }
 
+void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		   const uint8_t *dgid, uint16_t sport)
+{
+	uint64_t r0 = atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed);
+
+	rx_one(e, buf, len, sgid, dgid, sport);
+	/* a NAK makes its QP retransmit: count it there (ctl.h) */
+	if (len >= SR_BTH_LEN &&
+	    atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed) != r0) {
+		uint32_t dqpn = (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7];
+		struct sr_eng_qp *q = e->qps[sr_qpn_index(dqpn) % SR_MAX_QPS];
+
+		if (q && q->qpn == dqpn)
+			sr_eng_vis_retrans(e, q->qpn, q->gen, r0);
+	}
+}
+
 static struct rx_slot *rx_slots;
 
 static bool rx_batch(struct sr_engine *e)
@@ -288,8 +311,14 @@ static bool rx_batch(struct sr_engine *e)
 			drop(e, SR_DROP_SHORT);
 			continue;
 		}
-		rx_one(e, s->buf, mm[i].msg_len, (const uint8_t *)&s->src.sin6_addr, dgid,
-		       ntohs(s->src.sin6_port));
+		const uint8_t *sgid = (const uint8_t *)&s->src.sin6_addr;
+		uint16_t sport = ntohs(s->src.sin6_port);
+		unsigned times = 1;
+
+		if (e->fault || e->trace) /* capture, then drop, dup, hold, corrupt */
+			times = sr_eng_rx_tap(e, s->buf, mm[i].msg_len, sgid, dgid, sport);
+		while (times--)
+			sr_eng_rx_one(e, s->buf, mm[i].msg_len, sgid, dgid, sport);
 	}
 	sr_eng_resp_acks(e);
 	return true;
@@ -355,8 +384,13 @@ static uint64_t run_timers(struct sr_engine *e)
 			q->active = false;
 			continue;
 		}
-		if (q->deadline <= e->now)
+		if (q->deadline <= e->now) {
+			uint64_t r0 =
+			    atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed);
+
 			sr_eng_req_timer(e, qp, q);
+			sr_eng_vis_retrans(e, q->qpn, q->gen, r0);
+		}
 		if (!q->deadline) {
 			*pp = q->next_active;
 			q->active = false;
@@ -402,16 +436,24 @@ static void *engine_main(void *arg)
 
 	short_slice();
 	while (!engine_stop) {
-		uint64_t next;
+		uint64_t next, held;
 		bool busy;
 
 		sr_epoch_enter(e->arena);
+		sr_eng_ctl_poll(e); /* the daemon's requests (ctl.h) */
 		e->now = now_ns();
 		run_doorbells(e);
 		busy = rx_batch(e);
 		e->now = now_ns();
 		next = run_timers(e);
 		sr_eng_flush_tx(e);
+		/* packets held by fault injection, released after the batch */
+		held = sr_eng_fault_turn(e);
+		if (held) {
+			sr_eng_flush_tx(e);
+			if (!next || held < next)
+				next = held;
+		}
 		sr_epoch_exit();
 		if (busy || !sr_db_empty(h))
 			continue;
@@ -580,6 +622,19 @@ int sr_engine_start(int sock)
 		return -ret;
 	engine_running = true;
 	return 0;
+}
+
+bool sr_engine_running(void)
+{
+	return atomic_load_explicit(&engine_for_status, memory_order_acquire) != NULL;
+}
+
+void sr_engine_kick(void)
+{
+	uint64_t one = 1;
+
+	if (engine_db_fd >= 0 && write(engine_db_fd, &one, sizeof(one)) < 0)
+		sr_dbg("engine: kick: %m");
 }
 
 int sr_engine_mcast(const uint8_t *mgid, bool join)

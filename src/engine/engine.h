@@ -36,6 +36,8 @@
 #include "wire/udp.h"
 
 struct sr_context;
+struct sr_fault;
+struct sr_pcap;
 
 /* Requester limits, as rxe's (rxe_param.h) unless said otherwise. */
 #define SR_ENG_WINDOW	    256		   /* unacknowledged packets per QP */
@@ -151,6 +153,12 @@ struct sr_engine {
 	 * read by the daemon's status (relaxed atomics, no locked instruction) */
 	_Atomic uint64_t cnt[SR_ENG_CNT_MAX];
 	_Atomic uint64_t drops[SR_DROP_MAX];
+	/* fault injection and capture (fault.h, ctl.h): engine thread only */
+	struct sr_fault *fault; /* NULL: never set */
+	struct sr_pcap *trace;	/* NULL: no capture */
+	uint64_t trace_pkts;
+	int trace_err;
+	void *vis; /* per-QP retransmission counts (ctl.c) */
 };
 
 static inline void sr_eng_count(_Atomic uint64_t *c, uint64_t n)
@@ -167,6 +175,9 @@ void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t 
 		 const uint8_t *dgid, int sock, uint16_t sport, const uint8_t *hdr, unsigned hlen,
 		 const struct iovec *pay, unsigned npay, uint32_t paylen);
 void sr_eng_flush_tx(struct sr_engine *e);
+/* Processes one received datagram (after the fault tap). */
+void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		   const uint8_t *dgid, uint16_t sport);
 
 /* req.c: the requester and completer of RC and UC */
 void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
@@ -204,5 +215,8 @@ void sr_engine_status(char *buf, size_t len);
 int sr_engine_mcast(const uint8_t *mgid, bool join);
 /* Stops it (at daemon exit). */
 void sr_engine_stop(void);
+/* True once the engine thread runs its loop; sr_engine_kick wakes it. */
+bool sr_engine_running(void);
+void sr_engine_kick(void);
 
 #endif

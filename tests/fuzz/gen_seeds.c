@@ -351,6 +351,29 @@ int main(int argc, char **argv)
 	simple(3, SR_OP_STATUS, -1);
 	save(dir, "status");
 
+	/* a monitor sets fault specs (parsed, then refused: no engine here)
+	 * and starts and stops a capture */
+	hello(3, 1);
+	{
+		static const char *const specs[] = {
+		    "seed=7,drop=0.01",
+		    "dir=rx,qp=0x12,dup=0.05,reorder=0.02,corrupt=0.01,delay=0.02:500us,drop_nth=3",
+		    "seed=1;dir=tx,reorder=5%:1ms,corrupt_nth=2;dir=both,delay=1:0.5s", "off"};
+		struct sr_req r = R(SR_OP_FAULT);
+
+		for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+			memset(r.u.fault.spec, 0, sizeof(r.u.fault.spec));
+			strcpy(r.u.fault.spec, specs[i]);
+			send_req(3, &r, NULL, 0);
+		}
+		r = R(SR_OP_TRACE);
+		strcpy(r.u.trace.path, "/tmp/x.pcap");
+		send_fds(3, &r, 0, 1, FZ_FD_DEVNULL, NULL, 0);
+		r = R(SR_OP_TRACE);
+		send_req(3, &r, NULL, 0);
+	}
+	save(dir, "fault_trace");
+
 	/* out of order: requests before HELLO, double destroy, modify of a
 	 * destroyed QP, a second HELLO */
 	simple(0, SR_OP_ALLOC_PD, -1);

@@ -1,0 +1,123 @@
+/*
+ * Fault injection on the RoCEv2 wire (issue #10, deliverable 6): what netem
+ * would do, inside the engine, seeded and reproducible.  This kernel has no
+ * netem, and a user testing an RDMA program wants loss without root.
+ *
+ * A spec is a string of comma-separated key=value items, optionally several
+ * clauses separated by ';' (one per direction):
+ *
+ *   seed=N             PRNG seed (default 1); shared by every clause
+ *   dir=tx|rx|both     which direction the clause applies to (default tx)
+ *   qp=N|all           only packets whose BTH DestQP is N (hex 0x.. or
+ *                      decimal): on tx the peer's QPN, on rx ours
+ *   drop=P dup=P reorder=P[:T] corrupt=P delay=P:T
+ *                      probability P (0..1, or N%) per matching packet;
+ *                      T a time with unit ns, us, ms or s (bare: us);
+ *                      reorder holds the packet until the next one of the
+ *                      same direction has passed, at most T (default 1ms)
+ *   drop_nth=N dup_nth=N reorder_nth=N corrupt_nth=N delay_nth=N
+ *                      the rule: the Nth matching packet (from 1, counted
+ *                      since the spec was set) gets that fault
+ *   off                no fault (also the empty spec)
+ *
+ * e.g. "seed=7,drop=0.01" or
+ *      "dir=rx,qp=0x12,dup=0.05,reorder=0.02,corrupt=0.01,delay=0.02:500us,drop_nth=3".
+ *
+ * Determinism: one xoshiro256** generator per direction, its state filled
+ * from the seed by splitmix64 (seed ^ a per-direction constant).  Each
+ * matching packet draws exactly one 64-bit number per kind the clause
+ * enables, in the fixed order drop, dup, reorder, corrupt, delay, plus one
+ * for the bit a corruption flips: so the same seed and the same sequence
+ * of packets give the same decisions, whatever the timing.  A drop
+ * overrides the rest; delay overrides reorder.  Corruption flips one bit
+ * after the BTH (extension headers, payload, pad or the ICRC itself; on
+ * transmit only the bytes the engine owns: extension headers and ICRC), so
+ * the packet still parses and the receiver's ICRC check catches it.
+ *
+ * Transmit faults act on the packets the engine queues (sr_eng_send);
+ * receive faults on the datagrams as they come off the socket, before
+ * parsing.  Held packets (delay, reorder) are copied and released by the
+ * engine's loop (sr_eng_fault_turn), whose sleep is bounded by the earliest
+ * release: no polling when idle.  All state here belongs to the engine
+ * thread; the daemon changes the spec through the engine's control mailbox
+ * (ctl.h).
+ */
+#ifndef SR_ENGINE_FAULT_H
+#define SR_ENGINE_FAULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct sr_engine;
+
+enum sr_fault_dir { SR_FAULT_TX, SR_FAULT_RX, SR_FAULT_DIRS };
+
+enum sr_fault_kind { SR_FK_DROP, SR_FK_DUP, SR_FK_REORDER, SR_FK_CORRUPT, SR_FK_DELAY, SR_FK_MAX };
+
+extern const char *const sr_fault_kind_name[SR_FK_MAX];
+
+#define SR_FAULT_TEXT	  512
+#define SR_FAULT_HOLD_MAX 4096 /* held packets per direction; beyond, they pass */
+
+struct sr_fault_rule {
+	bool on;
+	bool one_qp;
+	uint32_t qpn;
+	double prob[SR_FK_MAX];
+	uint64_t thresh[SR_FK_MAX]; /* prob as a fraction of 2^64 (0: never) */
+	uint64_t nth[SR_FK_MAX];    /* 0: no rule */
+	uint64_t delay_ns;
+	uint64_t reorder_ns;
+};
+
+struct sr_fault_cfg {
+	uint64_t seed;
+	struct sr_fault_rule dir[SR_FAULT_DIRS];
+	char text[SR_FAULT_TEXT]; /* canonical form */
+};
+
+/* What was injected, per direction (snapshot for `softrdma status`). */
+struct sr_fault_counts {
+	uint64_t matched[SR_FAULT_DIRS];
+	uint64_t kind[SR_FAULT_DIRS][SR_FK_MAX];
+	uint64_t held_now[SR_FAULT_DIRS];
+};
+
+/* Parses spec into *cfg (0), or -EINVAL with a reason in err. */
+int sr_fault_parse(const char *spec, struct sr_fault_cfg *cfg, char *err, size_t errlen);
+/* True if cfg injects anything. */
+bool sr_fault_cfg_on(const struct sr_fault_cfg *cfg);
+
+/* The engine's fault state (engine thread only). */
+struct sr_fault;
+
+struct sr_fault *sr_fault_new(const struct sr_fault_cfg *cfg);
+/* Installs a new spec (NULL: off): counters and packet numbers restart,
+ * held packets are released at the next turn. */
+void sr_fault_set(struct sr_fault *f, const struct sr_fault_cfg *cfg);
+void sr_fault_free(struct sr_fault *f);
+void sr_fault_counts(const struct sr_fault *f, struct sr_fault_counts *out);
+
+/* The decision for one packet: a mask of (1 << enum sr_fault_kind), and
+ * for SR_FK_CORRUPT the bit to flip, below nbits. */
+unsigned sr_fault_decide(struct sr_fault *f, enum sr_fault_dir d, uint32_t dqpn, uint32_t nbits,
+			 uint32_t *bit);
+
+/* Engine hooks (engine.c) */
+/* Transmit: e->tx[e->ntx] was just built from these arguments; queues it
+ * (e->ntx++), or not, or twice, or holds a copy, and traces what leaves. */
+void sr_eng_tx_tap(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid, uint16_t sport,
+		   const uint8_t *hdr, unsigned hlen, const struct iovec *pay, unsigned npay,
+		   uint32_t paylen);
+/* Receive: how many times to process the datagram (0, 1 or 2); may flip
+ * a bit of buf or keep a copy for later. */
+unsigned sr_eng_rx_tap(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		       const uint8_t *dgid, uint16_t sport);
+/* Releases the held packets that are due (rx ones through sr_eng_rx_one,
+ * tx ones straight to their socket); returns the next release time (ns,
+ * CLOCK_MONOTONIC), 0 if none. */
+uint64_t sr_eng_fault_turn(struct sr_engine *e);
+
+#endif

@@ -1,0 +1,235 @@
+#!/bin/bash
+# Fault injection and visibility on the RoCEv2 wire between two hosts
+# (network namespaces a and b, tests/lib_netns.sh; issue #10, 6 and 7).
+#
+#   fault.sh BUILD_DIR rules   rules on one QP: `softrdma fault` on b drops
+#                              exactly the 3rd packet b sends to a's QP (b's
+#                              capture shows the PSN gap there and the packet
+#                              again later), a decoy rule for another QP
+#                              matches nothing, a's rx rule drops its 5th and
+#                              corrupts its 7th packet (a counts one ICRC
+#                              drop); ibv_rc_pingpong completes; bad specs
+#                              are refused
+#   fault.sh BUILD_DIR seed    same seed twice, same decisions: an
+#                              ibv_ud_pingpong (no ACKs, no retries: the
+#                              same packet sequence each run) with rx delay
+#                              and reorder at a; the injected counts of two
+#                              runs with seed 42 are equal, a third run with
+#                              seed 43 differs
+#   fault.sh BUILD_DIR trace   `softrdma trace` on both hosts during an
+#                              ibv_rc_pingpong: tshark decodes every packet
+#                              as InfiniBand with no malformed packet, no
+#                              expert error (UDP checksums checked), both
+#                              directions present, and tx/rx counts that
+#                              agree with the other host's capture;
+#                              `softrdma status` meanwhile shows the QP with
+#                              its PSNs
+#   fault.sh BUILD_DIR loss [SPEC]  SOFTRDMA_FAULT=SPEC (default
+#                              seed=3,drop=0.01) on both daemons from the
+#                              start: ibv_rc_pingpong -n 500 completes, and
+#                              the counters show the injection and recovery
+# Needs root for the namespaces (skipped, 77, otherwise) and tshark for trace.
+set -u
+here=$(cd "$(dirname "$0")" && pwd -P)
+. "$here/../lib_netns.sh"
+[ $# -ge 2 ] || { echo "usage: $0 BUILD_DIR rules|seed|trace|loss [SPEC]" >&2; exit 2; }
+build=$1 mode=$2
+spec=${3:-seed=3,drop=0.01}
+if [ "$mode" = trace ] && ! command -v tshark >/dev/null; then
+	echo "SKIP: tshark is not installed"; exit 77
+fi
+[ "$mode" = loss ] && export SOFTRDMA_FAULT=$spec
+nn_setup "$build" 1500 || exit 1
+unset SOFTRDMA_FAULT
+tmp=$(mktemp -d)
+chmod 755 "$tmp"
+trap 'nn_cleanup; rm -rf "$tmp"' EXIT
+
+fails=0 passes=0
+check() { # check NAME COMMAND...
+	local name=$1
+	shift
+	if "$@"; then
+		echo "PASS $name"; passes=$((passes + 1))
+	else
+		echo "FAIL $name"; fails=$((fails + 1))
+	fi
+}
+ga=$(nn_gid_index a "$(addr_a)") && gb=$(nn_gid_index b "$(addr_b)") ||
+	{ echo "FAIL: no RoCE v2 GID for the veth addresses"; exit 1; }
+
+# status_val HOST REGEX-LINE KEY: the number after KEY on the status line
+status_val() {
+	on_host "$1" "$NN_SR" status | grep -E -- "$2" | head -1 | tr ' ' '\n' |
+		awk -v k="$3" 'p { print; exit } $0 == k { p = 1 }'
+}
+injected() { status_val "$1" "injected $2:" "$3"; }
+
+# pp PROG N [ARGS]: a server in a, its QPN in $sqpn once it listens; the
+# client in b; PP_MID (a function) runs while both are up.  Sets pp_crc,
+# pp_src.
+pp() {
+	local prog=$1 n=$2 port=$((20000 + RANDOM % 20000))
+	shift 2
+	nn_bg a "$tmp/srv" timeout 90 stdbuf -oL "$prog" -g "$ga" -p "$port" -n "$n" "$@"
+	local spid=$NN_LAST_PID
+	if ! nn_wait_port a "$port"; then
+		echo "server did not listen"; cat "$tmp/srv"; pp_crc=x pp_src=x; return
+	fi
+	for _ in $(seq 100); do grep -q 'local address' "$tmp/srv" && break; sleep 0.02; done
+	sqpn=$(sed -n 's/.*local address:.*QPN \(0x[0-9a-f]*\).*/\1/p' "$tmp/srv" | head -1)
+	[ -n "${PP_BEFORE:-}" ] && $PP_BEFORE
+	on_b timeout 90 stdbuf -oL "$prog" -g "$gb" -p "$port" -n "$n" "$@" "$(addr_a)" >"$tmp/cli" 2>&1 &
+	cpid=$!
+	[ -n "${PP_MID:-}" ] && $PP_MID
+	wait $cpid
+	pp_crc=$?
+	wait "$spid"
+	pp_src=$?
+	sed 's/^/[client] /' "$tmp/cli" | tail -3
+	sed 's/^/[server] /' "$tmp/srv" | tail -3
+}
+
+mode_rules() {
+	local out
+	out=$(on_a "$NN_SR" fault 'drop=2' 2>&1)
+	check "a spec with P > 1 is refused (exit 2): $out" test $? = 2
+	out=$(on_a "$NN_SR" fault 'dorp=0.1' 2>&1)
+	check "an unknown key is refused: $out" test $? = 2
+	out=$(on_a "$NN_SR" fault 'delay=0.1' 2>&1)
+	check "delay without a time is refused: $out" test $? = 2
+	out=$(on_a "$NN_SR" fault 'dir=rx,qp=0x12,dup=0.05,reorder=0.02,corrupt=0.01,delay=0.02:500us,drop_nth=3' 2>&1)
+	check "the promised example is accepted: $out" test $? = 0
+	on_a "$NN_SR" fault off
+	set_rules() {
+		on_b "$NN_SR" fault "dir=tx,qp=$sqpn,drop_nth=3;dir=rx,qp=0xabcdef,drop=1" &&
+			on_a "$NN_SR" fault "dir=rx,qp=$sqpn,drop_nth=5,corrupt_nth=7" &&
+			on_b "$NN_SR" trace "$tmp/b.pcap" >/dev/null
+	}
+	PP_BEFORE=set_rules pp ibv_rc_pingpong 100
+	on_b "$NN_SR" trace off
+	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
+	on_b "$NN_SR" status | sed -n '/roce v2/,/^process/p'
+	check "server QPN known ($sqpn)" test -n "$sqpn"
+	check "rc_pingpong completes (client $pp_crc, server $pp_src)" test "$pp_crc$pp_src" = 00
+	local m d o
+	m=$(injected b tx matched) d=$(injected b tx drop)
+	check "b tx: exactly one drop ($d) of $m matched" test "$d" = 1 -a "${m:-0}" -ge 3
+	for k in dup reorder corrupt delay; do
+		o=$(injected b tx $k)
+		check "b tx: no $k ($o)" test "$o" = 0
+	done
+	m=$(injected b rx matched) d=$(injected b rx drop)
+	check "b rx: the rule for QP 0xabcdef matched nothing ($m, drop $d)" test "$m" = 0 -a "$d" = 0
+	d=$(injected a rx drop) o=$(injected a rx corrupt)
+	check "a rx: one drop ($d), one corruption ($o)" test "$d" = 1 -a "$o" = 1
+	o=$(status_val a 'roce v2' drop_icrc)
+	check "a: the corrupted packet failed its ICRC check (drop_icrc $o)" test "$o" = 1
+	o=$(status_val b 'roce v2' retransmits)
+	check "b: retransmitted after the drop ($o)" test "${o:-0}" -ge 1
+	# b's capture (what left b) of requests to a's QP: the 3rd is missing
+	tshark -n -r "$tmp/b.pcap" -Y "infiniband.bth.destqp == $sqpn && infiniband.bth.opcode != 17" \
+		-T fields -e infiniband.bth.psn 2>/dev/null >"$tmp/psns"
+	local p1 p2 p3 p
+	p1=$(sed -n 1p "$tmp/psns") p2=$(sed -n 2p "$tmp/psns") p3=$(sed -n 3p "$tmp/psns")
+	echo "b's first requests to $sqpn: PSN $(head -5 "$tmp/psns" | tr '\n' ' ')"
+	check "b's capture: PSNs $p1 $p2 then $p3 (the 3rd dropped)" \
+		test -n "$p1" -a "$p2" = $((p1 + 1)) -a "$p3" = $((p1 + 3))
+	p=$(awk -v w=$((p1 + 2)) '$1 == w' "$tmp/psns" | wc -l)
+	check "b's capture: PSN $((p1 + 2)) sent again later ($p)" test "$p" -ge 1
+}
+
+mode_seed() {
+	local s run counts=()
+	for s in 42 42 43; do
+		set_seed() {
+			on_a "$NN_SR" fault "seed=$s,dir=rx,qp=$sqpn,delay=0.3:200us,reorder=0.2:300us"
+		}
+		PP_BEFORE=set_seed pp ibv_ud_pingpong 200 -s 512
+		check "seed $s: ud_pingpong completes ($pp_crc $pp_src)" test "$pp_crc$pp_src" = 00
+		run="$(injected a rx matched) $(injected a rx delay) $(injected a rx reorder)"
+		echo "seed $s: matched, delayed, reordered: $run"
+		counts+=("$run")
+		on_a "$NN_SR" fault off >/dev/null
+	done
+	check "matched 200 each run (${counts[0]% *})" test "${counts[0]%% *}" = 200
+	check "seed 42 twice: identical counts (${counts[0]} / ${counts[1]})" test "${counts[0]}" = "${counts[1]}"
+	check "seed 43: other counts (${counts[2]})" test "${counts[0]}" != "${counts[2]}"
+}
+
+mode_trace() {
+	show_status() { # until both QPs have sent and received (the run may be fast)
+		for _ in $(seq 100); do
+			on_a "$NN_SR" status >"$tmp/st.a"
+			on_b "$NN_SR" status >"$tmp/st.b"
+			grep -q 'wire qp.*req next_psn.*resp expected_psn' "$tmp/st.a" &&
+				grep -q 'wire qp.*req next_psn.*resp expected_psn' "$tmp/st.b" && break
+			sleep 0.05
+		done
+	}
+	start_trace() {
+		on_a "$NN_SR" trace "$tmp/a.pcap" && on_b "$NN_SR" trace "$tmp/b.pcap"
+	}
+	PP_BEFORE=start_trace PP_MID=show_status pp ibv_rc_pingpong 1000
+	on_a "$NN_SR" trace off
+	on_b "$NN_SR" trace off
+	check "rc_pingpong completes ($pp_crc $pp_src)" test "$pp_crc$pp_src" = 00
+	grep -E 'wire qp|trace:' "$tmp/st.a" "$tmp/st.b"
+	check "a: status shows wire QP $sqpn with its PSNs" \
+		grep -Eq "wire qp $sqpn RC RTS dest_qpn 0x[0-9a-f]+ \| req next_psn 0x[0-9a-f]+ una_psn 0x[0-9a-f]+ outstanding [0-9]+ .*retrans [0-9]+.* \| resp expected_psn 0x[0-9a-f]+ msn [0-9]+" "$tmp/st.a"
+	check "b: status shows a wire QP towards $sqpn" grep -Eq "wire qp 0x[0-9a-f]+ RC RTS dest_qpn $sqpn " "$tmp/st.b"
+	check "a: status shows the capture" grep -q "trace: $tmp/a.pcap packets [1-9]" "$tmp/st.a"
+	local h f n src a b heur=()
+	for h in smc smb_direct rpcordma nvme-rdma lnet iser infiniband_sdp fcoib infiniband.eoib drbd; do
+		heur+=(--disable-protocol "$h")
+	done
+	for h in a b; do
+		f=$tmp/$h.pcap
+		n=$(tshark -n -r "$f" "${heur[@]}" 2>/dev/null | wc -l)
+		ib=$(tshark -n -r "$f" "${heur[@]}" -Y infiniband 2>/dev/null | wc -l)
+		bad=$(tshark -n -r "$f" "${heur[@]}" -o udp.check_checksum:TRUE \
+			-Y '_ws.malformed || _ws.expert.severity >= 0x00800000' 2>/dev/null | wc -l)
+		a=$(tshark -n -r "$f" -Y "ip.src == $(addr_a)" 2>/dev/null | wc -l)
+		b=$(tshark -n -r "$f" -Y "ip.src == $(addr_b)" 2>/dev/null | wc -l)
+		echo "$h.pcap: $n packets, $ib InfiniBand, $bad malformed or in error, from a $a, from b $b"
+		tshark -n -r "$f" "${heur[@]}" -T fields -e infiniband.bth.opcode 2>/dev/null | sort | uniq -c
+		check "$h: a capture with packets ($n)" test "$n" -gt 100
+		check "$h: every packet decoded as InfiniBand ($ib of $n)" test "$ib" = "$n"
+		check "$h: no malformed packet, no expert error ($bad)" test "$bad" = 0
+		check "$h: both directions ($a from a, $b from b)" test "$a" -gt 0 -a "$b" -gt 0
+		eval "from_a_$h=$a from_b_$h=$b"
+	done
+	# what a sent is what b received (no loss on a veth)
+	check "a's sends = b's receives ($from_a_a / $from_a_b)" test "$from_a_a" = "$from_a_b"
+	check "b's sends = a's receives ($from_b_b / $from_b_a)" test "$from_b_b" = "$from_b_a"
+}
+
+mode_loss() {
+	echo "SOFTRDMA_FAULT=$spec on both daemons"
+	watch_retrans() { # a wire QP line with retransmissions, while it runs
+		: >"$tmp/st.r"
+		for _ in $(seq 200); do
+			{ on_a "$NN_SR" status; on_b "$NN_SR" status; } | grep 'wire qp.*retrans [1-9]' >"$tmp/st.r" && break
+			kill -0 $cpid 2>/dev/null || break
+			sleep 0.05
+		done
+	}
+	PP_MID=watch_retrans pp ibv_rc_pingpong 500
+	cat "$tmp/st.r"
+	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
+	on_b "$NN_SR" status | sed -n '/roce v2/,/^process/p'
+	check "rc_pingpong -n 500 completes ($pp_crc $pp_src)" test "$pp_crc$pp_src" = 00
+	local m
+	m=$(($(injected a tx matched) + $(injected b tx matched)))
+	check "packets went through the fault injection ($m)" test "$m" -gt 1000
+	check "status showed a wire QP's retransmissions during the run" test -s "$tmp/st.r"
+	check "a: status shows the spec from the environment" \
+		grep -q "fault: seed=" <(on_a "$NN_SR" status)
+}
+
+case $mode in
+rules | seed | trace | loss) "mode_$mode" ;;
+*) echo "unknown mode $mode"; exit 2 ;;
+esac
+echo "$passes passed, $fails failed"
+[ $fails = 0 ]
