@@ -221,6 +221,13 @@ char *sr_status_text(struct sr_daemon *d, size_t *len)
 		sr_engine_status(line, sizeof(line));
 		put(&b, "%s", line);
 	}
+	{
+		char *cm = sr_cm_status_text(d);
+
+		if (cm)
+			put(&b, "%s", cm);
+		free(cm);
+	}
 	for (struct sr_client *c = d->clients; c; c = c->next) {
 		unsigned cnt[SR_OBJ_KINDS] = {0};
 
