@@ -87,6 +87,8 @@ struct sr_cm_id {
 	uint32_t timeout_ms;
 	int retries;
 	struct sr_cm_id *next, **pprev; /* every id, for port and listener scans */
+	/* REQs for this bound id that came before its rdma_listen (cm_proto.c) */
+	struct sr_cm_mad *parked;
 };
 
 struct sr_cm_mad {
@@ -102,6 +104,7 @@ struct sr_cm {
 	struct sr_cm_id *all;
 	struct sr_cm_mad *q_head, **q_tail;
 	uint32_t timers; /* ids with a deadline */
+	uint64_t next_timer_scan_ms;
 	uint64_t mads_sent, mads_dropped, mads_bad;
 };
 
@@ -148,6 +151,9 @@ void sr_cm_abandon(struct sr_daemon *d, struct sr_cm_id *id);
 void sr_cm_recv(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t dgid[16],
 		const uint8_t *buf, size_t len);
 void sr_cm_timeout(struct sr_daemon *d, struct sr_cm_id *id);
+/* The REQs parked on a bound id: delivered again once it listens, else
+ * (deliver false: the id goes away) rejected with reason 8. */
+void sr_cm_unpark(struct sr_daemon *d, struct sr_cm_id *id, bool deliver);
 
 /* cm_mad_queue.c */
 /* Queues a MAD's bytes for the CM agent that owns dgid. */

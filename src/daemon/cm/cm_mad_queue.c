@@ -88,8 +88,13 @@ bool sr_cm_mad_run(struct sr_daemon *d)
 {
 	struct sr_cm *cm = d->cm;
 
-	if (cm->timers)
+	/* deadlines are seconds apart: a scan every 50 ms at most, not one
+	 * per request (thousands of connections in flight would make each
+	 * request a walk over every id) */
+	if (cm->timers && sr_cm_now_ms() >= cm->next_timer_scan_ms) {
 		run_timers(d);
+		cm->next_timer_scan_ms = sr_cm_now_ms() + 50;
+	}
 	/* MADs queued while delivering are delivered in the same pass */
 	while (cm->q_head) {
 		struct sr_cm_mad *q = cm->q_head;

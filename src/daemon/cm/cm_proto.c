@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -359,6 +360,63 @@ static struct sr_cm_id *find_listener(struct sr_daemon *d, uint64_t service_id,
 	return NULL;
 }
 
+/* A bound id of the REQ's service that does not listen yet.  A program
+ * may tell its peer the port between rdma_bind_addr and rdma_listen (qperf
+ * 0.4.11 does, CM.md section 4): on a fabric the REQ's flight time usually
+ * hides the race, on one host it never does.  Such a REQ waits on the id
+ * until it listens (or goes away: REJ 8 then, as the kernel sends at once). */
+static struct sr_cm_id *find_bound(struct sr_daemon *d, uint64_t service_id,
+				   const struct sockaddr_storage *dst)
+{
+	for (struct sr_cm_id *l = d->cm->all; l; l = l->next)
+		if (l->state == SR_CM_ADDR_BOUND && l->bound &&
+		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id && ip_match(l, dst))
+			return l;
+	return NULL;
+}
+
+static void park(struct sr_cm_id *b, const uint8_t sgid[16], const uint8_t dgid[16],
+		 const struct sr_cm_msg *m)
+{
+	struct sr_cm_mad *q, **pp = &b->parked;
+	int n = 0;
+
+	for (; *pp; pp = &(*pp)->next)
+		if (++n >= 64)
+			return; /* enough: the rest retry */
+	q = malloc(sizeof(*q));
+	if (!q)
+		return;
+	q->next = NULL;
+	memcpy(q->sgid, sgid, 16);
+	memcpy(q->dgid, dgid, 16);
+	if (sr_cm_mad_build(m, q->bytes)) {
+		free(q);
+		return;
+	}
+	*pp = q;
+}
+
+void sr_cm_unpark(struct sr_daemon *d, struct sr_cm_id *id, bool deliver)
+{
+	while (id->parked) {
+		struct sr_cm_mad *q = id->parked;
+		struct sr_cm_msg m, r;
+
+		id->parked = q->next;
+		if (deliver) {
+			sr_cm_mad_queue(d, q->sgid, q->dgid, q->bytes);
+		} else if (!sr_cm_mad_parse(q->bytes, sizeof(q->bytes), &m)) {
+			memset(&r, 0, sizeof(r));
+			r.attr = SR_CM_REJ;
+			r.remote_comm_id = m.local_comm_id;
+			r.reason = SR_CM_REJ_INVALID_SERVICE_ID;
+			send_msg(d, NULL, &r, q->dgid, q->sgid, false);
+		}
+		free(q);
+	}
+}
+
 /* A repeated REQ or SIDR_REQ (the sender timed out waiting): the id it
  * already made, if any. */
 static struct sr_cm_id *find_dup(struct sr_daemon *d, const struct sr_cm_msg *m,
@@ -408,6 +466,10 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 		return;
 	}
 	l = find_listener(d, m->service_id, &self);
+	if (!l && !sidr && (l = find_bound(d, m->service_id, &self))) {
+		park(l, sgid, mygid, m);
+		return;
+	}
 	if (!l) {
 		if (sidr) {
 			send_sidr_status(d, mygid, sgid, m, SR_CM_SIDR_UNSUPPORTED);

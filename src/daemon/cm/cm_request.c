@@ -200,6 +200,7 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 				return -EINVAL;
 			id->state = SR_CM_LISTEN;
 		}
+		sr_cm_unpark(d, id, true); /* REQs that came before the listen */
 		id->backlog = req->u.cm.backlog <= 0 || req->u.cm.backlog > SR_CM_MAX_BACKLOG
 				  ? SR_CM_MAX_BACKLOG
 				  : req->u.cm.backlog;
