@@ -172,15 +172,20 @@ again:
 			cm_request(&req, &rep, NULL, 0);
 			goto again;
 		}
+		pthread_mutex_lock(&id->lock);
+		id->events_unacked++; /* a new id: nobody else knows it yet */
+		pthread_mutex_unlock(&id->lock);
 	} else {
-		id = cm_id_table_get(w->id);
+		id = cm_id_table_hold(w->id);
 		if (!id)
 			goto again; /* being destroyed */
 	}
 	cm_id_apply_info(id, &w->info);
 	e = calloc(1, sizeof(*e));
-	if (!e)
+	if (!e) {
+		cm_id_release(id);
 		return cm_err(ENOMEM);
+	}
 	e->ev.id = &id->id;
 	e->ev.listen_id = listen ? &listen->id : NULL;
 	e->ev.event = w->event;
@@ -232,6 +237,7 @@ again:
 	case RDMA_CM_EVENT_REJECTED:
 		if (id->connect_error) {
 			free(e);
+			cm_id_release(id);
 			goto again;
 		}
 		cm_qp_to_err(id);
@@ -244,17 +250,23 @@ again:
 	case RDMA_CM_EVENT_DISCONNECTED:
 		if (id->connect_error) {
 			free(e);
+			cm_id_release(id);
 			goto again;
 		}
 		break;
 	default:
 		break;
 	}
-	pthread_mutex_lock(&id->lock);
-	id->events_unacked++;
-	pthread_mutex_unlock(&id->lock);
 	*event = &e->ev;
 	return 0;
+}
+
+void cm_id_release(struct cm_id *id)
+{
+	pthread_mutex_lock(&id->lock);
+	id->events_unacked--;
+	pthread_cond_broadcast(&id->cond);
+	pthread_mutex_unlock(&id->lock);
 }
 
 int rdma_ack_cm_event(struct rdma_cm_event *event)
@@ -265,11 +277,8 @@ int rdma_ack_cm_event(struct rdma_cm_event *event)
 	if (!e)
 		return cm_err(EINVAL);
 	id = e->owner;
-	pthread_mutex_lock(&id->lock);
-	id->events_unacked--;
-	pthread_cond_broadcast(&id->cond);
-	pthread_mutex_unlock(&id->lock);
 	free(e);
+	cm_id_release(id);
 	return 0;
 }
 

@@ -132,9 +132,11 @@ int rdma_destroy_id(struct rdma_cm_id *cid)
 		rdma_ack_cm_event(cid->event);
 		cid->event = NULL;
 	}
+	/* out of the table first: an event still in flight for it is then
+	 * either counted (cm_id_table_hold) or dropped by rdma_get_cm_event */
+	cm_id_table_set(id->handle, NULL);
 	cm_req_init(&req, SR_OP_CM_DESTROY_ID, id->handle);
 	cm_request(&req, &rep, NULL, 0);
-	cm_id_table_set(id->handle, NULL);
 	/* every event reported for it must be acked first (rdma-core) */
 	pthread_mutex_lock(&id->lock);
 	while (id->events_unacked)

@@ -67,6 +67,10 @@ int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds)
 void cm_req_init(struct sr_req *req, uint32_t op, uint32_t handle);
 void cm_id_table_set(uint32_t handle, struct cm_id *id);
 struct cm_id *cm_id_table_get(uint32_t handle);
+/* The id of an event being reported, with the event counted on it. */
+struct cm_id *cm_id_table_hold(uint32_t handle);
+/* An event counted on id that is not handed out after all. */
+void cm_id_release(struct cm_id *id);
 /* -1 with errno = e (e > 0) */
 int cm_err(int e);
 int cm_gid_index(const uint8_t gid[16]);

@@ -147,6 +147,26 @@ struct cm_id *cm_id_table_get(uint32_t handle)
 	return id;
 }
 
+struct cm_id *cm_id_table_hold(uint32_t handle)
+{
+	struct cm_id *id;
+
+	if (handle >= TABLE_SIZE)
+		return NULL;
+	/* under the table lock, so that rdma_destroy_id, which takes the id
+	 * out of the table first, then waits for its events' acks, either
+	 * sees this event counted or keeps it from being found */
+	pthread_mutex_lock(&table_lock);
+	id = table[handle];
+	if (id) {
+		pthread_mutex_lock(&id->lock);
+		id->events_unacked++;
+		pthread_mutex_unlock(&id->lock);
+	}
+	pthread_mutex_unlock(&table_lock);
+	return id;
+}
+
 int cm_gid_index(const uint8_t gid[16])
 {
 	for (uint32_t i = 0; i < cm_g.dev.gid_cnt && i < SR_GID_TBL_LEN; i++)
