@@ -31,7 +31,7 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 3u
+#define SR_PROTO_VERSION 4u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 /* An MR is a list of segments, one per memfd backing it spans (earlier
@@ -71,6 +71,25 @@ enum sr_op {
 	SR_OP_MR_SEGS,
 	SR_OP_FAULT, /* u.fault.spec: fault injection on the wire (engine/fault.h); "off" */
 	SR_OP_TRACE, /* one fd: capture the wire into it (u.trace.path shown); no fd: stop */
+	/* the connection manager (src/daemon/cm): librdmacm's requests, as
+	 * ucma's commands on /dev/infiniband/rdma_cm */
+	SR_OP_CM_CHANNEL_CREATE, /* fds[0]: the channel's eventfd; rep.handle: channel */
+	SR_OP_CM_CHANNEL_DESTROY,
+	SR_OP_CM_CREATE_ID,	 /* u.cm: channel, ps, qp_type; rep.handle: id */
+	SR_OP_CM_DESTROY_ID,	 /* rep.u.cm_info.events: events it had delivered */
+	SR_OP_CM_BIND,		 /* u.cm.src; rep.u.cm_info */
+	SR_OP_CM_RESOLVE_ADDR,	 /* u.cm.src (family 0: none), dst, timeout_ms */
+	SR_OP_CM_RESOLVE_ROUTE,
+	SR_OP_CM_LISTEN,  /* u.cm.backlog */
+	SR_OP_CM_CONNECT, /* u.cm: qpn, psn, conn, private data */
+	SR_OP_CM_ACCEPT,
+	SR_OP_CM_REJECT,
+	SR_OP_CM_DISCONNECT,
+	SR_OP_CM_ESTABLISH, /* RTU after a CONNECT_RESPONSE */
+	SR_OP_CM_GET_EVENT, /* handle: channel; rep.u.cm_event (status -EAGAIN: none) */
+	SR_OP_CM_MIGRATE,   /* u.cm.channel: the new one */
+	SR_OP_CM_QUERY,	    /* rep.u.cm_info */
+	SR_OP_CM_SET_OPTION, /* u.cm.option, u.cm.value */
 	SR_OP_MAX
 };
 
@@ -171,6 +190,38 @@ struct sr_mr_seg {
 	uint64_t len;
 };
 
+/* Connection parameters as they travel in CM requests and events. */
+struct sr_cm_conn {
+	uint8_t responder_resources, initiator_depth, flow_control, retry_count;
+	uint8_t rnr_retry_count, srq, has_qp, pad;
+	uint32_t qp_num, qkey;
+};
+
+#define SR_CM_ADDR_LEN 28 /* a sockaddr_in6; AF_IB is not carried */
+
+/* What the daemon knows of an id's addresses and path. */
+struct sr_cm_info {
+	uint8_t src[SR_CM_ADDR_LEN], dst[SR_CM_ADDR_LEN];
+	uint8_t sgid[16], dgid[16];
+	uint32_t port_num; /* 0: not bound to the device yet */
+	uint32_t events;   /* DESTROY_ID: events of the id delivered by GET_EVENT */
+	uint32_t state;
+	uint32_t pad;
+};
+
+/* One event, as GET_EVENT hands it over. */
+struct sr_cm_event_wire {
+	uint32_t event; /* enum rdma_cm_event_type */
+	int32_t status;
+	uint32_t id;	     /* the id it is about (CONNECT_REQUEST: the new one) */
+	uint32_t listen_id;  /* CONNECT_REQUEST: the listener */
+	struct sr_cm_conn conn;
+	struct sr_cm_info info; /* the id's addresses and path now */
+	uint32_t remote_psn;	/* the peer's starting PSN */
+	uint32_t private_len;
+	uint8_t private_data[224];
+};
+
 struct sr_req {
 	uint32_t op;	 /* enum sr_op */
 	uint32_t handle; /* object the request is about (PD, CQ, QPN, ...) */
@@ -245,6 +296,20 @@ struct sr_req {
 		struct {
 			char path[SR_CTL_TEXT]; /* for `softrdma status` only */
 		} trace;
+		struct {
+			uint32_t channel;
+			uint32_t ps; /* enum rdma_port_space */
+			uint32_t qp_type;
+			uint32_t timeout_ms;
+			int32_t backlog;
+			uint32_t psn;	 /* CONNECT/ACCEPT: our starting PSN */
+			uint32_t reason; /* REJECT */
+			uint32_t option, value;
+			uint32_t private_len;
+			struct sr_cm_conn conn;
+			uint8_t src[SR_CM_ADDR_LEN], dst[SR_CM_ADDR_LEN];
+			uint8_t private_data[224];
+		} cm;
 	} u;
 };
 
@@ -304,6 +369,8 @@ struct sr_rep {
 		struct {
 			uint64_t pkts; /* TRACE: packets written to the capture it ended */
 		} trace;
+		struct sr_cm_info cm_info;
+		struct sr_cm_event_wire cm_event;
 	} u;
 };
 

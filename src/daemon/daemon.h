@@ -123,6 +123,7 @@ struct sr_daemon {
 	struct sr_idalloc qpn_ids, srqn_ids, key_ids;
 	struct sr_obj **by_handle[SR_OBJ_KINDS]; /* handle index -> object */
 	struct sr_obj **qp_by_idx, **srq_by_idx, **key_by_idx;
+	struct sr_cm *cm; /* the connection manager (cm/) */
 };
 
 /* device.c */
@@ -189,6 +190,19 @@ int sr_client_retry(struct sr_daemon *d, struct sr_client *c);
  * was dropped (c is freed). */
 int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, long n, int *fds,
 		     int nfds);
+
+/* cm/: the connection manager (cm/cm.h).  sr_cm_request answers the
+ * SR_OP_CM_* requests; sr_cm_client_gone leaves a client's connections;
+ * sr_cm_tick delivers queued CM MADs and runs CM timers (true: more to do). */
+struct sr_cm;
+int sr_cm_init(struct sr_daemon *d);
+void sr_cm_fini(struct sr_daemon *d);
+int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		  int nfds, struct sr_rep *rep);
+void sr_cm_client_gone(struct sr_daemon *d, struct sr_client *c);
+bool sr_cm_tick(struct sr_daemon *d);
+/* malloc'd text for `softrdma status` (cm_status.c), NULL without a CM */
+char *sr_cm_status_text(struct sr_daemon *d);
 
 /* status.c */
 char *sr_status_text(struct sr_daemon *d, size_t *len);

@@ -185,6 +185,8 @@ int main(int argc, char **argv)
 	ret = sr_heap_init(&d, e && *e ? strtoull(e, NULL, 0) << 20 : SR_ARENA_DEFAULT_SIZE);
 	if (!ret)
 		ret = sr_objects_init(&d);
+	if (!ret)
+		ret = sr_cm_init(&d);
 	if (ret) {
 		sr_err("cannot set up the arena: %s", strerror(-ret));
 		return 1;
@@ -256,6 +258,7 @@ int main(int argc, char **argv)
 				sr_client_retry(&d, c);
 		}
 		waiting = sr_daemon_tick(&d);
+		waiting |= sr_cm_tick(&d);
 		sr_heap_reap(&d, false);
 		if (sr_daemon_now_ms() - last_sweep >= 1000) {
 			sr_client_drop_silent_foreign(&d);
@@ -278,6 +281,7 @@ int main(int argc, char **argv)
 	while (d.clients)
 		sr_client_drop(&d, d.clients);
 	close(d.listen_fd);
+	sr_cm_fini(&d);
 	sr_objects_fini(&d);
 	sr_heap_fini(&d);
 	free(pfd);

@@ -1521,7 +1521,10 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		ret = do_attach_mcast(d, c, req, false);
 		break;
 	default:
-		ret = -EOPNOTSUPP;
+		if (req->op >= SR_OP_CM_CHANNEL_CREATE && req->op < SR_OP_MAX)
+			ret = sr_cm_request(d, c, req, fds, nfds, &rep);
+		else
+			ret = -EOPNOTSUPP;
 	}
 reply:
 	if (ret == SR_RETRY)
@@ -1542,6 +1545,7 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 {
 	unsigned n = 0;
 
+	sr_cm_client_gone(d, c); /* its connections first: peers hear REJ or DREQ */
 	while (c->objs) {
 		obj_destroy(d, c->objs);
 		n++;

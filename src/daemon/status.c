@@ -228,6 +228,11 @@ char *sr_status_text(struct sr_daemon *d, size_t *len)
 			put(&b, "%s", t);
 			free(t);
 		}
+		char *cm = sr_cm_status_text(d);
+
+		if (cm)
+			put(&b, "%s", cm);
+		free(cm);
 	}
 	for (struct sr_client *c = d->clients; c; c = c->next) {
 		unsigned cnt[SR_OBJ_KINDS] = {0};

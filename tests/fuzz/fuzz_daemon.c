@@ -201,6 +201,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	ret = sr_heap_init(&fz_d, 256ull << 20);
 	if (!ret)
 		ret = sr_objects_init(&fz_d);
+	if (!ret)
+		ret = sr_cm_init(&fz_d); /* the connection manager's requests too */
 	if (ret) {
 		fprintf(stderr, "fuzz_daemon: no daemon state: %s\n", strerror(-ret));
 		abort();

@@ -1,0 +1,260 @@
+/*
+ * librdmacm's requests to the CM (SR_OP_CM_*): each is checked (the id or
+ * channel must be the client's, addresses of a known family, lengths
+ * within bounds) and handed to cm_id.c, cm_addr.c or cm_proto.c.  Also
+ * the module's life: init, fini, and a client's exit or death, which
+ * leaves its connections as destroying their ids does (the peers get REJ
+ * or DREQ, so a survivor sees REJECTED or DISCONNECTED).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "daemon/cm/cm.h"
+
+int sr_cm_init(struct sr_daemon *d)
+{
+	struct sr_cm *cm = calloc(1, sizeof(*cm));
+
+	if (!cm)
+		return -ENOMEM;
+	cm->ids = calloc(SR_CM_MAX_IDS, sizeof(*cm->ids));
+	cm->chans = calloc(SR_CM_MAX_CHANS, sizeof(*cm->chans));
+	if (!cm->ids || !cm->chans || sr_idalloc_init(&cm->id_alloc, 1, SR_CM_MAX_IDS) ||
+	    sr_idalloc_init(&cm->chan_alloc, 1, SR_CM_MAX_CHANS)) {
+		free(cm->ids);
+		free(cm->chans);
+		free(cm);
+		return -ENOMEM;
+	}
+	cm->q_tail = &cm->q_head;
+	d->cm = cm;
+	return 0;
+}
+
+void sr_cm_fini(struct sr_daemon *d)
+{
+	struct sr_cm *cm = d->cm;
+
+	if (!cm)
+		return;
+	while (cm->q_head) {
+		struct sr_cm_mad *q = cm->q_head;
+
+		cm->q_head = q->next;
+		free(q);
+	}
+	sr_idalloc_fini(&cm->id_alloc);
+	sr_idalloc_fini(&cm->chan_alloc);
+	free(cm->ids);
+	free(cm->chans);
+	free(cm);
+	d->cm = NULL;
+}
+
+void sr_cm_client_gone(struct sr_daemon *d, struct sr_client *c)
+{
+	struct sr_cm *cm = d->cm;
+
+	if (!cm)
+		return;
+	for (struct sr_cm_id *id = cm->all, *next; id; id = next) {
+		next = id->next;
+		if (id->owner != c)
+			continue;
+		sr_cm_abandon(d, id);
+		id->chan = NULL; /* its channel goes below: no events to drop one by one */
+		sr_cm_id_free(d, id);
+		/* freeing a listener may have freed children later in the list */
+		next = cm->all;
+	}
+	for (uint32_t i = 0; i < SR_CM_MAX_CHANS; i++)
+		if (cm->chans[i] && cm->chans[i]->owner == c)
+			sr_cm_chan_free(d, cm->chans[i]);
+	sr_cm_mad_run(d);
+}
+
+bool sr_cm_tick(struct sr_daemon *d)
+{
+	return d->cm && sr_cm_mad_run(d);
+}
+
+static bool is_eventfd(int fd)
+{
+	char path[64], target[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return false;
+	target[n] = 0;
+	return !strcmp(target, "anon_inode:[eventfd]");
+}
+
+static int valid_ps(uint32_t ps, uint32_t qp_type)
+{
+	switch (ps) {
+	case RDMA_PS_TCP:
+	case RDMA_PS_IB:
+		return qp_type == IBV_QPT_RC || qp_type == IBV_QPT_UC || qp_type == IBV_QPT_UD ||
+		       qp_type == IBV_QPT_XRC_SEND || qp_type == IBV_QPT_XRC_RECV;
+	case RDMA_PS_UDP:
+		return qp_type == IBV_QPT_UD;
+	case RDMA_PS_IPOIB:
+		return 0; /* IB link layers only (KRN cma_acquire_dev: -EINVAL on RoCE) */
+	default:
+		return 0;
+	}
+}
+
+static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		      int nfds, struct sr_rep *rep)
+{
+	struct sockaddr_storage src, dst;
+	struct sr_cm_chan *ch;
+	struct sr_cm_id *id = NULL;
+	int ret;
+
+	switch (req->op) {
+	case SR_OP_CM_CHANNEL_CREATE:
+		if (nfds != 1 || !is_eventfd(fds[0]))
+			return -EINVAL;
+		ret = sr_cm_chan_new(d, c, fds[0], &rep->handle);
+		if (!ret)
+			fds[0] = -1; /* consumed */
+		return ret;
+	case SR_OP_CM_CHANNEL_DESTROY:
+		ch = sr_cm_chan_owned(d, c, req->handle);
+		if (!ch)
+			return -EINVAL;
+		for (struct sr_cm_id *o = d->cm->all; o; o = o->next)
+			if (o->chan == ch)
+				return -EBUSY;
+		sr_cm_chan_free(d, ch);
+		return 0;
+	case SR_OP_CM_CREATE_ID:
+		ch = sr_cm_chan_owned(d, c, req->u.cm.channel);
+		if (!ch)
+			return -EINVAL;
+		if (req->u.cm.ps == RDMA_PS_IPOIB)
+			return -EINVAL;
+		if (!valid_ps(req->u.cm.ps, req->u.cm.qp_type))
+			return -EPROTONOSUPPORT;
+		id = sr_cm_id_new(d, c, ch, req->u.cm.ps, req->u.cm.qp_type);
+		if (!id)
+			return -ENOMEM;
+		rep->handle = id->handle;
+		return 0;
+	case SR_OP_CM_GET_EVENT:
+		ch = sr_cm_chan_owned(d, c, req->handle);
+		if (!ch)
+			return -EINVAL;
+		return sr_cm_event_get(d, ch, &rep->u.cm_event);
+	default:
+		break;
+	}
+	id = sr_cm_id_owned(d, c, req->handle);
+	if (!id)
+		return -EINVAL;
+	if (req->u.cm.private_len > sizeof(req->u.cm.private_data))
+		return -EINVAL;
+	switch (req->op) {
+	case SR_OP_CM_DESTROY_ID:
+		sr_cm_abandon(d, id);
+		sr_cm_id_free(d, id);
+		return 0;
+	case SR_OP_CM_QUERY:
+		sr_cm_id_info(id, &rep->u.cm_info);
+		return 0;
+	case SR_OP_CM_BIND:
+		ret = sr_cm_sockaddr_in(req->u.cm.src, &src);
+		if (ret)
+			return ret == -ENOENT ? -EINVAL : ret;
+		if (id->bound || id->state != SR_CM_IDLE)
+			return -EINVAL;
+		ret = sr_cm_bind(d, id, (struct sockaddr *)&src);
+		sr_cm_id_info(id, &rep->u.cm_info);
+		return ret;
+	case SR_OP_CM_RESOLVE_ADDR:
+		ret = sr_cm_sockaddr_in(req->u.cm.dst, &dst);
+		if (ret)
+			return ret == -ENOENT ? -EINVAL : ret;
+		ret = sr_cm_sockaddr_in(req->u.cm.src, &src);
+		if (ret && ret != -ENOENT)
+			return ret;
+		return sr_cm_resolve_addr(d, id, ret ? NULL : (struct sockaddr *)&src,
+					  (struct sockaddr *)&dst, req->u.cm.timeout_ms);
+	case SR_OP_CM_RESOLVE_ROUTE:
+		return sr_cm_resolve_route(d, id);
+	case SR_OP_CM_LISTEN:
+		if (id->state == SR_CM_LISTEN) { /* a new backlog, as the kernel allows */
+			id->backlog = req->u.cm.backlog;
+		} else {
+			if (!id->bound)
+				return -EINVAL; /* the library binds first */
+			if (id->state != SR_CM_ADDR_BOUND && id->state != SR_CM_ADDR_RESOLVED)
+				return -EINVAL;
+			id->state = SR_CM_LISTEN;
+		}
+		sr_cm_unpark(d, id, true); /* REQs that came before the listen */
+		id->backlog = req->u.cm.backlog <= 0 || req->u.cm.backlog > SR_CM_MAX_BACKLOG
+				  ? SR_CM_MAX_BACKLOG
+				  : req->u.cm.backlog;
+		return 0;
+	case SR_OP_CM_CONNECT:
+		return sr_cm_connect(d, id, req);
+	case SR_OP_CM_ACCEPT:
+		return sr_cm_accept(d, id, req);
+	case SR_OP_CM_REJECT:
+		return sr_cm_reject(d, id, req);
+	case SR_OP_CM_ESTABLISH:
+		return sr_cm_establish(d, id);
+	case SR_OP_CM_DISCONNECT:
+		return sr_cm_disconnect(d, id);
+	case SR_OP_CM_MIGRATE:
+		ch = sr_cm_chan_owned(d, c, req->u.cm.channel);
+		if (!ch)
+			return -EINVAL;
+		if (ch != id->chan)
+			sr_cm_events_move(id, ch);
+		return 0;
+	case SR_OP_CM_SET_OPTION:
+		switch (req->u.cm.option) {
+		case RDMA_OPTION_ID_TOS:
+			id->tos = (uint8_t)req->u.cm.value;
+			return 0;
+		case RDMA_OPTION_ID_REUSEADDR:
+			if (id->bound)
+				return -EINVAL;
+			id->reuseaddr = req->u.cm.value != 0;
+			return 0;
+		case RDMA_OPTION_ID_AFONLY:
+			if (id->bound)
+				return -EINVAL;
+			id->afonly = req->u.cm.value != 0;
+			return 0;
+		default:
+			return -ENOSYS;
+		}
+	default:
+		return -EINVAL;
+	}
+}
+
+int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
+		  int nfds, struct sr_rep *rep)
+{
+	int ret;
+
+	if (!d->cm)
+		return -ENODEV;
+	ret = do_request(d, c, req, fds, nfds, rep);
+	/* what the request queued goes before its reply, so the events it
+	 * causes are there when the library reads them */
+	sr_cm_mad_run(d);
+	return ret;
+}

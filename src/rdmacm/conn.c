@@ -1,0 +1,382 @@
+/*
+ * Connecting: rdma_connect / accept / reject / disconnect / establish /
+ * get_request, and the QP attributes and transitions around them, at the
+ * moments rdma-core's librdmacm makes them (it drives ibv_modify_qp itself
+ * with attributes from the CM, and so do we):
+ *   rdma_create_qp        INIT (qp.c)
+ *   connect response      RTR, RTS, then the RTU (cm_conn_response), and the
+ *                         application sees ESTABLISHED
+ *   rdma_accept           RTR, RTS before the REP goes out, so data may come
+ *                         before the RTU
+ *   REJECTED, disconnect  ERR
+ * PSNs are random 24-bit numbers per connection: each side's send queue
+ * starts at its own, its receive queue at the peer's (IBTA 12.7.26).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/idalloc.h"
+#include "rdmacm/internal.h"
+
+static uint8_t dev_max_resp(void)
+{
+	int m = cm_g.attr.max_qp_rd_atom;
+
+	return (uint8_t)(m > 255 ? 255 : m);
+}
+
+static uint8_t dev_max_init(void)
+{
+	int m = cm_g.attr.max_qp_init_rd_atom;
+
+	return (uint8_t)(m > 255 ? 255 : m);
+}
+
+int rdma_init_qp_attr(struct rdma_cm_id *cid, struct ibv_qp_attr *a, int *mask)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+
+	if (!id || !a || !mask)
+		return cm_err(EINVAL);
+	switch (a->qp_state) {
+	case IBV_QPS_INIT:
+		memset(a, 0, sizeof(*a));
+		a->qp_state = IBV_QPS_INIT;
+		a->pkey_index = 0;
+		a->port_num = cid->port_num ? cid->port_num : 1;
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+		if (cid->qp_type == IBV_QPT_UD) {
+			a->qkey =
+			    cid->ps == RDMA_PS_UDP || cid->ps == RDMA_PS_IPOIB ? RDMA_UDP_QKEY : 0;
+			*mask |= IBV_QP_QKEY;
+		} else {
+			a->qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+					     IBV_ACCESS_REMOTE_ATOMIC;
+			*mask |= IBV_QP_ACCESS_FLAGS;
+		}
+		return 0;
+	case IBV_QPS_RTR:
+		memset(a, 0, sizeof(*a));
+		a->qp_state = IBV_QPS_RTR;
+		*mask = IBV_QP_STATE;
+		if (cid->qp_type == IBV_QPT_UD)
+			return 0;
+		a->path_mtu = (enum ibv_mtu)cm_g.dev.active_mtu;
+		a->dest_qp_num = id->remote_qpn;
+		a->rq_psn = id->remote_psn;
+		a->ah_attr.is_global = 1;
+		memcpy(a->ah_attr.grh.dgid.raw, id->info.dgid, 16);
+		a->ah_attr.grh.sgid_index = (uint8_t)cm_gid_index(id->info.sgid);
+		a->ah_attr.grh.hop_limit = 64;
+		a->ah_attr.grh.traffic_class = id->tos;
+		a->ah_attr.sl = id->tos >> 5;
+		a->ah_attr.port_num = cid->port_num ? cid->port_num : 1;
+		*mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (cid->qp_type == IBV_QPT_RC) {
+			a->max_dest_rd_atomic = id->resp_res;
+			a->min_rnr_timer = 0; /* 655 ms, as the kernel's CM leaves it */
+			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
+		return 0;
+	case IBV_QPS_RTS:
+		memset(a, 0, sizeof(*a));
+		a->qp_state = IBV_QPS_RTS;
+		a->sq_psn = id->psn;
+		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+		if (cid->qp_type == IBV_QPT_UD)
+			return 0;
+		if (cid->qp_type == IBV_QPT_RC) {
+			a->timeout = id->ack_timeout;
+			a->retry_cnt = id->retry > 7 ? 7 : id->retry;
+			a->rnr_retry = id->rnr_retry > 7 ? 7 : id->rnr_retry;
+			a->max_rd_atomic = id->init_depth;
+			*mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				 IBV_QP_MAX_QP_RD_ATOMIC;
+		}
+		return 0;
+	default:
+		return cm_err(EINVAL);
+	}
+}
+
+int cm_modify_qp(struct cm_id *id, enum ibv_qp_state state)
+{
+	struct ibv_qp_attr a = {.qp_state = state};
+	int mask, ret;
+
+	if (rdma_init_qp_attr(&id->id, &a, &mask))
+		return -errno;
+	ret = ibv_modify_qp(id->id.qp, &a, mask);
+	return ret > 0 ? -ret : ret;
+}
+
+void cm_qp_to_err(struct cm_id *id)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+
+	if (id->id.qp && id->id.qp_type != IBV_QPT_UD)
+		ibv_modify_qp(id->id.qp, &a, IBV_QP_STATE);
+}
+
+static int to_rts(struct cm_id *id)
+{
+	int ret;
+
+	/* rdma-core re-applies INIT first: the QP may have been reset */
+	if (id->id.qp->state == IBV_QPS_RESET) {
+		ret = cm_modify_qp(id, IBV_QPS_INIT);
+		if (ret)
+			return ret;
+	}
+	ret = cm_modify_qp(id, IBV_QPS_RTR);
+	if (!ret)
+		ret = cm_modify_qp(id, IBV_QPS_RTS);
+	return ret;
+}
+
+int cm_conn_response(struct cm_id *id)
+{
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	/* what we asked for, bounded by what the peer accepted */
+	if (id->peer_resp_res < id->init_depth)
+		id->init_depth = id->peer_resp_res;
+	if (id->peer_init_depth < id->resp_res)
+		id->resp_res = id->peer_init_depth;
+	ret = to_rts(id);
+	if (ret) {
+		cm_qp_to_err(id);
+		cm_req_init(&req, SR_OP_CM_REJECT, id->handle);
+		cm_request(&req, &rep, NULL, 0);
+		return ret;
+	}
+	cm_req_init(&req, SR_OP_CM_ESTABLISH, id->handle);
+	return cm_request(&req, &rep, NULL, 0);
+}
+
+/* The conn_param rules of rdma-core (CM.md 1.1): NULL = device maxima,
+ * 255 = "the device's maximum", more than the device has = EINVAL. */
+static int take_param(struct cm_id *id, const struct rdma_conn_param *p, bool accept)
+{
+	uint8_t mr = dev_max_resp(), mi = dev_max_init();
+
+	if (!p) {
+		id->resp_res = accept ? (id->peer_resp_res < mr ? id->peer_resp_res : mr) : mr;
+		id->init_depth =
+		    accept ? (id->peer_init_depth < mi ? id->peer_init_depth : mi) : mi;
+		if (!accept)
+			id->retry = id->rnr_retry = 7;
+		return 0;
+	}
+	id->resp_res = p->responder_resources == RDMA_MAX_RESP_RES ? mr : p->responder_resources;
+	id->init_depth = p->initiator_depth == RDMA_MAX_INIT_DEPTH ? mi : p->initiator_depth;
+	if (id->id.ps == RDMA_PS_TCP && (id->resp_res > mr || id->init_depth > mi))
+		return -EINVAL;
+	if (id->resp_res > mr)
+		id->resp_res = mr;
+	if (id->init_depth > mi)
+		id->init_depth = mi;
+	if (!accept) {
+		id->retry = p->retry_count;
+		id->rnr_retry = p->rnr_retry_count;
+	} else {
+		id->rnr_retry = p->rnr_retry_count; /* ours to the peer; retry is the REQ's */
+	}
+	return 0;
+}
+
+static void fill_req(struct cm_id *id, struct sr_req *req, const struct rdma_conn_param *p)
+{
+	struct sr_cm_conn *c = &req->u.cm.conn;
+
+	c->responder_resources = id->resp_res;
+	c->initiator_depth = id->init_depth;
+	c->retry_count = id->retry;
+	c->rnr_retry_count = id->rnr_retry;
+	c->flow_control = p ? p->flow_control : 1;
+	if (id->id.qp) {
+		c->has_qp = 1;
+		c->qp_num = id->id.qp->qp_num;
+		c->srq = id->id.qp->srq != NULL;
+	} else if (p) {
+		c->qp_num = p->qp_num;
+		c->srq = p->srq;
+	}
+	if (id->id.qp_type == IBV_QPT_UD)
+		c->qkey = id->id.ps == RDMA_PS_UDP ? RDMA_UDP_QKEY : 0;
+	req->u.cm.psn = id->psn;
+	if (p && p->private_data_len) {
+		req->u.cm.private_len = p->private_data_len;
+		memcpy(req->u.cm.private_data, p->private_data, p->private_data_len);
+	}
+}
+
+int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	uint32_t room;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!id)
+		return cm_err(EINVAL);
+	room = cid->qp_type == IBV_QPT_UD ? 216 - 36 : 92 - 36; /* less the IP CM header */
+	if (p && (p->private_data_len > room || (p->private_data_len && !p->private_data)))
+		return cm_err(EINVAL);
+	if (!cid->qp && !p && cid->ps == RDMA_PS_TCP)
+		return cm_err(EINVAL);
+	ret = take_param(id, p, false);
+	if (ret)
+		return cm_err(-ret);
+	id->psn = sr_random32() & 0xffffff;
+	id->connect_error = false;
+	cm_req_init(&req, SR_OP_CM_CONNECT, id->handle);
+	fill_req(id, &req, p);
+	ret = cm_request(&req, &rep, NULL, 0);
+	if (ret)
+		return cm_err(-ret);
+	return cm_complete(id);
+}
+
+int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+	uint32_t room;
+	int ret;
+
+	if (!id)
+		return cm_err(EINVAL);
+	room = cid->qp_type == IBV_QPT_UD ? 136 : 196;
+	if (p && (p->private_data_len > room || (p->private_data_len && !p->private_data)))
+		return cm_err(EINVAL);
+	if (!cid->qp && !p && cid->ps == RDMA_PS_TCP)
+		return cm_err(EINVAL);
+	ret = take_param(id, p, true);
+	if (ret)
+		return cm_err(-ret);
+	id->psn = sr_random32() & 0xffffff;
+	if (cid->qp && cid->qp_type != IBV_QPT_UD) {
+		ret = to_rts(id);
+		if (ret) {
+			cm_qp_to_err(id);
+			rdma_reject(cid, NULL, 0);
+			return cm_err(-ret);
+		}
+	}
+	cm_req_init(&req, SR_OP_CM_ACCEPT, id->handle);
+	fill_req(id, &req, p);
+	if (cid->qp_type == IBV_QPT_UD && !cid->qp && !(p && p->qp_num))
+		return cm_err(EINVAL);
+	ret = cm_request(&req, &rep, NULL, 0);
+	if (ret)
+		return cm_err(-ret);
+	if (cid->qp_type == IBV_QPT_UD)
+		return 0; /* SIDR: nothing follows the reply */
+	return cm_complete(id);
+}
+
+int rdma_reject(struct rdma_cm_id *cid, const void *private_data, uint8_t len)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!id)
+		return cm_err(EINVAL);
+	if (len > (cid->qp_type == IBV_QPT_UD ? 136 : 148) || (len && !private_data))
+		return cm_err(EINVAL);
+	cm_req_init(&req, SR_OP_CM_REJECT, id->handle);
+	req.u.cm.private_len = len;
+	if (len)
+		memcpy(req.u.cm.private_data, private_data, len);
+	ret = cm_request(&req, &rep, NULL, 0);
+	return ret ? cm_err(-ret) : 0;
+}
+
+int rdma_reject_ece(struct rdma_cm_id *cid, const void *private_data, uint8_t len)
+{
+	return rdma_reject(cid, private_data, len);
+}
+
+int rdma_establish(struct rdma_cm_id *cid)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!id)
+		return cm_err(EINVAL);
+	cm_req_init(&req, SR_OP_CM_ESTABLISH, id->handle);
+	ret = cm_request(&req, &rep, NULL, 0);
+	return ret ? cm_err(-ret) : 0;
+}
+
+int rdma_disconnect(struct rdma_cm_id *cid)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!id)
+		return cm_err(EINVAL);
+	cm_qp_to_err(id);
+	cm_req_init(&req, SR_OP_CM_DISCONNECT, id->handle);
+	ret = cm_request(&req, &rep, NULL, 0);
+	if (ret)
+		return cm_err(-ret);
+	/* a synchronous id waits for its DISCONNECTED, unless it was had */
+	if (id->sync && !(cid->event && cid->event->event == RDMA_CM_EVENT_DISCONNECTED))
+		return cm_complete(id);
+	return 0;
+}
+
+int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **out)
+{
+	struct cm_id *l = (struct cm_id *)listen;
+	struct rdma_cm_event *ev;
+	struct cm_id *c;
+	int ret;
+
+	if (!l || !out || !l->sync)
+		return cm_err(EINVAL);
+	if (listen->event) {
+		rdma_ack_cm_event(listen->event);
+		listen->event = NULL;
+	}
+	ret = rdma_get_cm_event(listen->channel, &ev);
+	if (ret)
+		return ret;
+	if (ev->status) {
+		ret = ev->status;
+		rdma_ack_cm_event(ev);
+		return cm_err(ret < 0 ? -ret : ret);
+	}
+	if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+		rdma_ack_cm_event(ev);
+		return cm_err(EINVAL);
+	}
+	c = (struct cm_id *)ev->id;
+	if (l->ep_qp) {
+		struct ibv_qp_init_attr attr = l->ep_attr;
+
+		if (rdma_create_qp(&c->id, l->ep_pd, &attr)) {
+			ret = errno;
+			rdma_reject(&c->id, NULL, 0);
+			rdma_ack_cm_event(ev);
+			rdma_destroy_id(&c->id);
+			return cm_err(ret);
+		}
+	}
+	c->id.event = ev;
+	*out = &c->id;
+	return 0;
+}

@@ -1,0 +1,319 @@
+/*
+ * CM ids and their addresses: create and destroy (destroy waits until every
+ * event reported for the id is acked, as rdma-core does), bind, address
+ * and route resolution, listen, options, port getters.  The daemon resolves
+ * (src/daemon/cm/cm_addr.c); each event brings the id's addresses and path
+ * back here (cm_id_apply_info).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <infiniband/ib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rdmacm/internal.h"
+
+socklen_t cm_addr_len(const struct sockaddr *a)
+{
+	switch (a->sa_family) {
+	case AF_INET:
+		return sizeof(struct sockaddr_in);
+	case AF_INET6:
+		return sizeof(struct sockaddr_in6);
+	case AF_IB:
+		return sizeof(struct sockaddr_ib);
+	default:
+		return 0;
+	}
+}
+
+struct cm_id *cm_id_alloc(struct rdma_event_channel *ch, void *context, enum rdma_port_space ps,
+			  enum ibv_qp_type qp_type, uint32_t handle)
+{
+	struct cm_id *id = calloc(1, sizeof(*id));
+
+	if (!id) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&id->lock, NULL);
+	pthread_cond_init(&id->cond, NULL);
+	id->handle = handle;
+	id->id.channel = ch;
+	id->id.context = context;
+	id->id.ps = ps;
+	id->id.qp_type = qp_type;
+	id->id.verbs = cm_g.verbs; /* a request's id is on the device */
+	id->id.pd = cm_g.pd;
+	id->id.port_num = 1;
+	id->ack_timeout = 18;
+	cm_id_table_set(handle, id);
+	return id;
+}
+
+void cm_id_apply_info(struct cm_id *id, const struct sr_cm_info *info)
+{
+	struct rdma_addr *a = &id->id.route.addr;
+	sa_family_t fam;
+
+	id->info = *info;
+	memcpy(&fam, info->src, sizeof(fam));
+	if (fam)
+		memcpy(&a->src_addr, info->src, cm_addr_len((struct sockaddr *)info->src));
+	memcpy(&fam, info->dst, sizeof(fam));
+	if (fam)
+		memcpy(&a->dst_addr, info->dst, cm_addr_len((struct sockaddr *)info->dst));
+	memcpy(a->addr.ibaddr.sgid.raw, info->sgid, 16);
+	memcpy(a->addr.ibaddr.dgid.raw, info->dgid, 16);
+	a->addr.ibaddr.pkey = 0xffff;
+	if (info->port_num) {
+		id->id.port_num = (uint8_t)info->port_num;
+		id->id.verbs = cm_g.verbs;
+		id->id.pd = cm_g.pd;
+	}
+}
+
+int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out, void *context,
+		   enum rdma_port_space ps)
+{
+	enum ibv_qp_type qp_type =
+	    ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
+	struct rdma_event_channel *ch = channel;
+	struct sr_req req;
+	struct sr_rep rep;
+	struct cm_id *id;
+	int ret;
+
+	if (!out)
+		return cm_err(EINVAL);
+	if (cm_init())
+		return -1;
+	if (!ch) {
+		ch = cm_channel_new();
+		if (!ch)
+			return -1;
+	}
+	cm_req_init(&req, SR_OP_CM_CREATE_ID, 0);
+	req.u.cm.channel = ((struct cm_chan *)ch)->handle;
+	req.u.cm.ps = ps;
+	req.u.cm.qp_type = qp_type;
+	ret = cm_request(&req, &rep, NULL, 0);
+	if (ret) {
+		if (!channel)
+			rdma_destroy_event_channel(ch);
+		return cm_err(-ret);
+	}
+	id = cm_id_alloc(ch, context, ps, qp_type, rep.handle);
+	if (!id) {
+		cm_req_init(&req, SR_OP_CM_DESTROY_ID, rep.handle);
+		cm_request(&req, &rep, NULL, 0);
+		if (!channel)
+			rdma_destroy_event_channel(ch);
+		return -1;
+	}
+	/* a listen or unbound id is not on a device yet */
+	id->id.verbs = NULL;
+	id->id.pd = NULL;
+	id->id.port_num = 0;
+	id->sync = !channel;
+	*out = &id->id;
+	return 0;
+}
+
+int rdma_destroy_id(struct rdma_cm_id *cid)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+
+	if (!id)
+		return cm_err(EINVAL);
+	if (cid->event) {
+		rdma_ack_cm_event(cid->event);
+		cid->event = NULL;
+	}
+	/* out of the table first: an event still in flight for it is then
+	 * either counted (cm_id_table_hold) or dropped by rdma_get_cm_event */
+	cm_id_table_set(id->handle, NULL);
+	cm_req_init(&req, SR_OP_CM_DESTROY_ID, id->handle);
+	cm_request(&req, &rep, NULL, 0);
+	/* every event reported for it must be acked first (rdma-core) */
+	pthread_mutex_lock(&id->lock);
+	while (id->events_unacked)
+		pthread_cond_wait(&id->cond, &id->lock);
+	pthread_mutex_unlock(&id->lock);
+	if (id->sync)
+		rdma_destroy_event_channel(cid->channel);
+	pthread_mutex_destroy(&id->lock);
+	pthread_cond_destroy(&id->cond);
+	free(id);
+	return 0;
+}
+
+static int put_addr(uint8_t raw[SR_CM_ADDR_LEN], const struct sockaddr *a)
+{
+	socklen_t len;
+
+	memset(raw, 0, SR_CM_ADDR_LEN);
+	if (!a)
+		return 0;
+	if (a->sa_family == AF_IB)
+		return -EAFNOSUPPORT; /* not on this device yet */
+	len = cm_addr_len(a);
+	if (!len || len > SR_CM_ADDR_LEN)
+		return -EAFNOSUPPORT;
+	memcpy(raw, a, len);
+	return 0;
+}
+
+int rdma_bind_addr(struct rdma_cm_id *cid, struct sockaddr *addr)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!id || !addr)
+		return cm_err(EINVAL);
+	cm_req_init(&req, SR_OP_CM_BIND, id->handle);
+	ret = put_addr(req.u.cm.src, addr);
+	if (ret)
+		return cm_err(-ret);
+	ret = cm_request(&req, &rep, NULL, 0);
+	if (ret)
+		return cm_err(-ret);
+	cm_id_apply_info(id, &rep.u.cm_info);
+	if (!rep.u.cm_info.port_num) { /* a wildcard: on no device (rdma-core) */
+		cid->verbs = NULL;
+		cid->pd = NULL;
+		cid->port_num = 0;
+	}
+	return 0;
+}
+
+int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct sockaddr *dst_addr,
+		      int timeout_ms)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!id || !dst_addr)
+		return cm_err(EINVAL);
+	cm_req_init(&req, SR_OP_CM_RESOLVE_ADDR, id->handle);
+	ret = put_addr(req.u.cm.src, src_addr);
+	if (!ret)
+		ret = put_addr(req.u.cm.dst, dst_addr);
+	if (ret)
+		return cm_err(-ret);
+	req.u.cm.timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0;
+	ret = cm_request(&req, &rep, NULL, 0);
+	if (ret)
+		return cm_err(-ret);
+	memcpy(&cid->route.addr.dst_addr, dst_addr, cm_addr_len(dst_addr));
+	return cm_complete(id);
+}
+
+int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!id)
+		return cm_err(EINVAL);
+	cm_req_init(&req, SR_OP_CM_RESOLVE_ROUTE, id->handle);
+	ret = cm_request(&req, &rep, NULL, 0);
+	if (ret)
+		return cm_err(-ret);
+	return cm_complete(id);
+}
+
+int rdma_listen(struct rdma_cm_id *cid, int backlog)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!id)
+		return cm_err(EINVAL);
+	if (!id->info.src[0] && !id->info.src[1]) {
+		/* not bound: the kernel binds to the IPv4 wildcard, any port */
+		struct sockaddr_in any = {.sin_family = AF_INET};
+
+		if (rdma_bind_addr(cid, (struct sockaddr *)&any))
+			return -1;
+	}
+	cm_req_init(&req, SR_OP_CM_LISTEN, id->handle);
+	req.u.cm.backlog = backlog;
+	ret = cm_request(&req, &rep, NULL, 0);
+	return ret ? cm_err(-ret) : 0;
+}
+
+int rdma_set_option(struct rdma_cm_id *cid, int level, int optname, void *optval, size_t optlen)
+{
+	struct cm_id *id = (struct cm_id *)cid;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!id || !optval)
+		return cm_err(EINVAL);
+	if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH)
+		return optlen % sizeof(struct ibv_path_data) ? cm_err(EINVAL) : 0;
+	if (level != RDMA_OPTION_ID)
+		return cm_err(ENOSYS);
+	cm_req_init(&req, SR_OP_CM_SET_OPTION, id->handle);
+	req.u.cm.option = (uint32_t)optname;
+	switch (optname) {
+	case RDMA_OPTION_ID_TOS:
+		if (optlen != sizeof(uint8_t))
+			return cm_err(EINVAL);
+		id->tos = *(uint8_t *)optval;
+		req.u.cm.value = id->tos;
+		break;
+	case RDMA_OPTION_ID_REUSEADDR:
+	case RDMA_OPTION_ID_AFONLY:
+		if (optlen != sizeof(int))
+			return cm_err(EINVAL);
+		req.u.cm.value = *(int *)optval != 0;
+		break;
+	case RDMA_OPTION_ID_ACK_TIMEOUT:
+		if (optlen != sizeof(uint8_t))
+			return cm_err(EINVAL);
+		id->ack_timeout = *(uint8_t *)optval; /* applied at RTS (conn.c) */
+		return 0;
+	default:
+		return cm_err(ENOSYS);
+	}
+	ret = cm_request(&req, &rep, NULL, 0);
+	return ret ? cm_err(-ret) : 0;
+}
+
+static __be16 port_of(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_port;
+	if (a->sa_family == AF_INET6)
+		return ((const struct sockaddr_in6 *)a)->sin6_port;
+	return 0;
+}
+
+__be16 rdma_get_src_port(struct rdma_cm_id *id)
+{
+	return id ? port_of(&id->route.addr.src_addr) : 0;
+}
+
+__be16 rdma_get_dst_port(struct rdma_cm_id *id)
+{
+	return id ? port_of(&id->route.addr.dst_addr) : 0;
+}
+
+int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
+{
+	/* the RTU always arrives on one host: nothing to hurry */
+	return id ? 0 : cm_err(EINVAL);
+}

@@ -1,0 +1,96 @@
+/*
+ * softrdma's librdmacm: shared declarations.  The library is the user-space
+ * half of the connection manager, as rdma-core's librdmacm is over
+ * /dev/infiniband/rdma_cm: ids, channels and the IB CM state machine live
+ * in softrdmad (src/daemon/cm), reached over one control connection per
+ * process (link.c); the library keeps the application-visible structs,
+ * turns daemon events into struct rdma_cm_event with their payloads, and
+ * drives the application's QP through INIT/RTR/RTS/ERR at the moments
+ * rdma-core's librdmacm does (conn.c).
+ */
+#ifndef SR_RDMACM_INTERNAL_H
+#define SR_RDMACM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include <softrdma/proto.h>
+
+struct cm_chan {
+	struct rdma_event_channel ch; /* first: what the application sees */
+	uint32_t handle;
+};
+
+struct cm_id {
+	struct rdma_cm_id id; /* first: what the application sees */
+	uint32_t handle;
+	bool sync;	    /* created without a channel: calls wait for their event */
+	bool connect_error; /* later REJECTED/DISCONNECTED are swallowed */
+	bool own_send_cq, own_recv_cq;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint32_t events_unacked;
+	/* the connection, as the events told it */
+	struct sr_cm_info info;
+	uint32_t psn, remote_qpn, remote_psn, remote_qkey;
+	uint8_t resp_res, init_depth, retry, rnr_retry; /* ours, as sent */
+	uint8_t peer_resp_res, peer_init_depth;		/* the peer's, in our view */
+	uint8_t tos, ack_timeout;
+	/* rdma_create_ep on a passive id: what rdma_get_request builds */
+	bool ep_qp;
+	struct ibv_pd *ep_pd;
+	struct ibv_qp_init_attr ep_attr;
+};
+
+struct cm_event {
+	struct rdma_cm_event ev; /* first: what the application sees */
+	struct cm_id *owner;	 /* whose count the ack settles */
+	uint8_t priv[224];
+};
+
+/* link.c: the device, the daemon connection, the id table */
+struct cm_global {
+	struct ibv_context *verbs;
+	struct ibv_pd *pd; /* the device's default PD (id->pd) */
+	struct sr_dev_info dev;
+	struct ibv_device_attr attr;
+};
+extern struct cm_global cm_g;
+/* Opens the device and the daemon connection once.  0 or -1/errno (ENODEV). */
+int cm_init(void);
+/* One request and its reply: 0 or -errno (the daemon's status). */
+int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds);
+void cm_req_init(struct sr_req *req, uint32_t op, uint32_t handle);
+void cm_id_table_set(uint32_t handle, struct cm_id *id);
+struct cm_id *cm_id_table_get(uint32_t handle);
+/* The id of an event being reported, with the event counted on it. */
+struct cm_id *cm_id_table_hold(uint32_t handle);
+/* An event counted on id that is not handed out after all. */
+void cm_id_release(struct cm_id *id);
+/* -1 with errno = e (e > 0) */
+int cm_err(int e);
+int cm_gid_index(const uint8_t gid[16]);
+
+/* channel.c */
+struct rdma_event_channel *cm_channel_new(void);
+/* rdma-core's ucma_complete: collects the event a synchronous call waits for. */
+int cm_complete(struct cm_id *id);
+
+/* id.c */
+struct cm_id *cm_id_alloc(struct rdma_event_channel *ch, void *context, enum rdma_port_space ps,
+			  enum ibv_qp_type qp_type, uint32_t handle);
+void cm_id_apply_info(struct cm_id *id, const struct sr_cm_info *info);
+socklen_t cm_addr_len(const struct sockaddr *a);
+
+/* conn.c */
+/* The QP moves rdma-core makes on a connect response: RTR, RTS, then the
+ * RTU.  0 or -errno. */
+int cm_conn_response(struct cm_id *id);
+int cm_modify_qp(struct cm_id *id, enum ibv_qp_state state);
+void cm_qp_to_err(struct cm_id *id);
+
+#endif

@@ -1,0 +1,373 @@
+/*
+ * The connection manager's error cases (issue #11), one per run:
+ *   cm_errors no_listener | reject_private | peer_killed | private_limit |
+ *             addr_error | destroy_blocks | nonblock
+ * Client and server are separate processes (the server is forked before
+ * either touches librdmacm).  Each case prints what it saw and exits 0 when
+ * the behaviour is rdma-core's (CM.md sections 1.1 and 2).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/rdma_cma.h>
+
+#define CHECK(c)                                                                                   \
+	do {                                                                                       \
+		if (!(c)) {                                                                        \
+			fprintf(stderr, "%s:%d: FAILED: %s (errno %d %s)\n", __FILE__, __LINE__,   \
+				#c, errno, strerror(errno));                                       \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+static const char reject_msg[] = "softrdma says no: go away";
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static struct sockaddr_in addr4(const char *ip, int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	return a;
+}
+
+static struct rdma_cm_event *expect(struct rdma_event_channel *ch, enum rdma_cm_event_type t)
+{
+	struct rdma_cm_event *ev;
+
+	CHECK(rdma_get_cm_event(ch, &ev) == 0);
+	printf("event %s status %d\n", rdma_event_str(ev->event), ev->status);
+	if (ev->event != t) {
+		fprintf(stderr, "FAILED: expected %s\n", rdma_event_str(t));
+		exit(1);
+	}
+	return ev;
+}
+
+/* An active id on ch with an RC QP, route resolved to 127.0.0.1:port. */
+static struct rdma_cm_id *client_id(struct rdma_event_channel *ch, int port)
+{
+	struct sockaddr_in dst = addr4("127.0.0.1", port);
+	struct ibv_qp_init_attr qa = {.cap = {1, 1, 1, 1, 0}, .qp_type = IBV_QPT_RC};
+	struct rdma_cm_id *id;
+
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(rdma_resolve_route(id, 2000) == 0);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	CHECK(rdma_create_qp(id, NULL, &qa) == 0);
+	return id;
+}
+
+static int pick_port(void)
+{
+	srand(getpid() ^ time(NULL));
+	return 20000 + rand() % 20000;
+}
+
+/* A server process listening on port: on each request it runs `what`.
+ * It tells the parent over `ready` when it listens. */
+enum server_mode { SERVE_REJECT, SERVE_ACCEPT_AND_HANG };
+
+static void server(int port, enum server_mode mode, int ready)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in a = addr4("127.0.0.1", port);
+	struct rdma_cm_id *l;
+	struct rdma_cm_event *ev;
+	char c = 1;
+
+	CHECK(ch);
+	CHECK(rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_bind_addr(l, (struct sockaddr *)&a) == 0);
+	CHECK(rdma_listen(l, 4) == 0);
+	CHECK(write(ready, &c, 1) == 1);
+	ev = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	printf("server: request private_data_len %u\n", ev->param.conn.private_data_len);
+	CHECK(ev->param.conn.private_data_len == 56);
+	if (mode == SERVE_REJECT) {
+		char big[200] = {0};
+		struct rdma_conn_param p = {.private_data = big, .private_data_len = 197};
+
+		/* over the limits: EINVAL, and nothing sent */
+		errno = 0;
+		CHECK(rdma_reject(ev->id, big, 149) == -1 && errno == EINVAL);
+		errno = 0;
+		CHECK(rdma_accept(ev->id, &p) == -1 && errno == EINVAL);
+		CHECK(rdma_reject(ev->id, reject_msg, sizeof(reject_msg)) == 0);
+		rdma_ack_cm_event(ev);
+		exit(0);
+	}
+	{
+		struct rdma_cm_id *id = ev->id;
+		struct ibv_qp_init_attr qa = {.cap = {1, 1, 1, 1, 0}, .qp_type = IBV_QPT_RC};
+		struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1};
+
+		CHECK(rdma_create_qp(id, NULL, &qa) == 0);
+		CHECK(rdma_accept(id, &p) == 0);
+		rdma_ack_cm_event(ev);
+		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
+		CHECK(write(ready, &c, 1) == 1);
+		for (;;)
+			pause(); /* until SIGKILLed */
+	}
+}
+
+static pid_t start_server(int port, enum server_mode mode, int *rd)
+{
+	int p[2];
+	pid_t pid;
+	char c;
+
+	CHECK(pipe(p) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (!pid) {
+		close(p[0]);
+		server(port, mode, p[1]);
+		exit(0);
+	}
+	close(p[1]);
+	CHECK(read(p[0], &c, 1) == 1);
+	*rd = p[0];
+	return pid;
+}
+
+static int reap(pid_t pid)
+{
+	int st;
+
+	CHECK(waitpid(pid, &st, 0) == pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int no_listener(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param p = {
+	    .responder_resources = 1, .initiator_depth = 1, .retry_count = 7};
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	double t0;
+
+	CHECK(ch);
+	id = client_id(ch, pick_port());
+	t0 = now();
+	CHECK(rdma_connect(id, &p) == 0);
+	ev = expect(ch, RDMA_CM_EVENT_REJECTED);
+	printf("rejected after %.3f s, status %d\n", now() - t0, ev->status);
+	CHECK(ev->status == 8);
+	CHECK(now() - t0 < 1.0);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_qp(id);
+	CHECK(rdma_destroy_id(id) == 0);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+static int reject_private(void)
+{
+	int port = pick_port(), rd;
+	pid_t pid = start_server(port, SERVE_REJECT, &rd);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1};
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	CHECK(ch);
+	id = client_id(ch, port);
+	CHECK(rdma_connect(id, &p) == 0);
+	ev = expect(ch, RDMA_CM_EVENT_REJECTED);
+	printf("status %d private_data_len %u: \"%s\"\n", ev->status,
+	       ev->param.conn.private_data_len,
+	       ev->param.conn.private_data ? (const char *)ev->param.conn.private_data : "");
+	CHECK(ev->status == 28);
+	CHECK(ev->param.conn.private_data_len == 148);
+	CHECK(!memcmp(ev->param.conn.private_data, reject_msg, sizeof(reject_msg)));
+	rdma_ack_cm_event(ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	CHECK(reap(pid) == 0);
+	return 0;
+}
+
+static int peer_killed(void)
+{
+	int port = pick_port(), rd;
+	pid_t pid = start_server(port, SERVE_ACCEPT_AND_HANG, &rd);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param p = {
+	    .responder_resources = 1, .initiator_depth = 1, .retry_count = 7};
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	struct rdma_cm_id *id;
+	double t0;
+	char c;
+
+	CHECK(ch);
+	id = client_id(ch, port);
+	CHECK(rdma_connect(id, &p) == 0);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
+	CHECK(read(rd, &c, 1) == 1); /* the server saw ESTABLISHED too */
+	t0 = now();
+	CHECK(kill(pid, SIGKILL) == 0);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
+	printf("DISCONNECTED %.3f s after the kill\n", now() - t0);
+	CHECK(now() - t0 < 5.0);
+	/* the survivor's QP: in error once it answers with rdma_disconnect,
+	 * as rdma-core applications do on DISCONNECTED (neither the kernel's
+	 * CM nor rdma-core touches it before) */
+	CHECK(rdma_disconnect(id) == 0);
+	CHECK(ibv_query_qp(id->qp, &qa, IBV_QP_STATE, &qia) == 0);
+	printf("survivor QP state %d after rdma_disconnect\n", qa.qp_state);
+	CHECK(qa.qp_state == IBV_QPS_ERR);
+	reap(pid);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+static int private_limit(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	char big[64] = {0};
+	struct rdma_conn_param p = {.responder_resources = 1,
+				    .initiator_depth = 1,
+				    .private_data = big,
+				    .private_data_len = 57};
+	struct rdma_cm_id *id;
+
+	CHECK(ch);
+	id = client_id(ch, pick_port());
+	errno = 0;
+	CHECK(rdma_connect(id, &p) == -1 && errno == EINVAL);
+	printf("connect with 57 bytes of private data: EINVAL\n");
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+static int addr_error(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	/* TEST-NET-2: no interface of this host owns it */
+	struct sockaddr_in dst = addr4("198.51.100.77", 7471);
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	CHECK(ch);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
+	ev = expect(ch, RDMA_CM_EVENT_ADDR_ERROR);
+	CHECK(ev->status < 0);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+static volatile int destroyed;
+
+static void *destroyer(void *arg)
+{
+	rdma_destroy_id(arg);
+	destroyed = 1;
+	return NULL;
+}
+
+static int destroy_blocks(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = addr4("127.0.0.1", 7471);
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	pthread_t t;
+
+	CHECK(ch);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
+	ev = expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+	CHECK(pthread_create(&t, NULL, destroyer, id) == 0);
+	usleep(300000);
+	printf("destroy returned before the ack: %s\n", destroyed ? "yes" : "no");
+	CHECK(!destroyed);
+	rdma_ack_cm_event(ev);
+	pthread_join(t, NULL);
+	CHECK(destroyed);
+	printf("destroy returned after the ack\n");
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+static int nonblock(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = addr4("127.0.0.1", 7471);
+	struct pollfd pfd;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+
+	CHECK(ch);
+	CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) == 0);
+	errno = 0;
+	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN);
+	pfd = (struct pollfd){.fd = ch->fd, .events = POLLIN};
+	CHECK(poll(&pfd, 1, 0) == 0);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
+	CHECK(poll(&pfd, 1, 2000) == 1 && (pfd.revents & POLLIN));
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+	rdma_ack_cm_event(ev);
+	CHECK(poll(&pfd, 1, 0) == 0);
+	printf("O_NONBLOCK: EAGAIN when empty, POLLIN when an event waits\n");
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(void);
+	} cases[] = {
+	    {"no_listener", no_listener}, {"reject_private", reject_private},
+	    {"peer_killed", peer_killed}, {"private_limit", private_limit},
+	    {"addr_error", addr_error},	  {"destroy_blocks", destroy_blocks},
+	    {"nonblock", nonblock},
+	};
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (size_t i = 0; argc == 2 && i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (!strcmp(argv[1], cases[i].name)) {
+			int ret = cases[i].fn();
+
+			if (!ret)
+				printf("PASS %s\n", argv[1]);
+			return ret;
+		}
+	fprintf(stderr, "usage: cm_errors CASE\n");
+	return 2;
+}
