@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "verbs/internal.h"
+#include "wire/gid.h"
 
 struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
@@ -66,16 +67,32 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ib
 	ah_attr->src_path_bits = wc->dlid_path_bits;
 	ah_attr->port_num = port_num;
 	if (wc->wc_flags & IBV_WC_GRH) {
+		static const uint8_t zero[20];
+		const uint8_t *raw = (const uint8_t *)grh;
+		uint8_t mine[16];
 		uint32_t i;
 
 		ah_attr->is_global = 1;
-		memcpy(&ah_attr->grh.dgid, &grh->sgid, sizeof(grh->sgid));
-		ah_attr->grh.flow_label = be32toh(grh->version_tclass_flow) & 0xfffff;
 		ah_attr->grh.hop_limit = 0xff;
-		ah_attr->grh.traffic_class = (be32toh(grh->version_tclass_flow) >> 20) & 0xff;
+		if (!memcmp(raw, zero, 20) && (raw[20] >> 4) == 4) {
+			/* RoCEv2 over IPv4: the GRH area holds the datagram's
+			 * IPv4 header in its last 20 bytes (wire/grh.c), as
+			 * rdma-core reads it on a RoCEv2 port */
+			const uint8_t *ip = raw + 20;
+
+			sr_gid_from_ipv4(ah_attr->grh.dgid.raw, ip + 12);
+			sr_gid_from_ipv4(mine, ip + 16);
+			ah_attr->grh.traffic_class = ip[1];
+		} else {
+			memcpy(&ah_attr->grh.dgid, &grh->sgid, sizeof(grh->sgid));
+			memcpy(mine, grh->dgid.raw, 16);
+			ah_attr->grh.flow_label = be32toh(grh->version_tclass_flow) & 0xfffff;
+			ah_attr->grh.traffic_class =
+			    (be32toh(grh->version_tclass_flow) >> 20) & 0xff;
+		}
 		/* reply from the GID the request was sent to */
 		for (i = 0; i < ctx->dev.gid_cnt; i++)
-			if (!memcmp(ctx->dev.gids[i].gid, grh->dgid.raw, 16))
+			if (!memcmp(ctx->dev.gids[i].gid, mine, 16))
 				break;
 		ah_attr->grh.sgid_index = i < ctx->dev.gid_cnt ? i : 0;
 	}
