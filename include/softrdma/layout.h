@@ -54,7 +54,7 @@
 #define SR_MAX_AH	    (1u << 20)
 #define SR_MAX_MCAST_GRP    1024
 #define SR_QPN_MCAST	    0xFFFFFFu /* the multicast QPN, permissive DQPN */
-#define SR_MAX_EPOCH_SLOTS  4096 /* data-path threads host-wide (a slot each, for life) */
+#define SR_MAX_EPOCH_SLOTS  4096      /* data-path threads host-wide (a slot each, for life) */
 #define SR_MAX_MCAST_ATTACH 64
 #define SR_GID_TBL_LEN	    16
 #define SR_PKEY_TBL_LEN	    1

@@ -75,20 +75,20 @@ enum sr_op {
 	 * ucma's commands on /dev/infiniband/rdma_cm */
 	SR_OP_CM_CHANNEL_CREATE, /* fds[0]: the channel's eventfd; rep.handle: channel */
 	SR_OP_CM_CHANNEL_DESTROY,
-	SR_OP_CM_CREATE_ID,	 /* u.cm: channel, ps, qp_type; rep.handle: id */
-	SR_OP_CM_DESTROY_ID,	 /* rep.u.cm_info.events: events it had delivered */
-	SR_OP_CM_BIND,		 /* u.cm.src; rep.u.cm_info */
-	SR_OP_CM_RESOLVE_ADDR,	 /* u.cm.src (family 0: none), dst, timeout_ms */
+	SR_OP_CM_CREATE_ID,    /* u.cm: channel, ps, qp_type; rep.handle: id */
+	SR_OP_CM_DESTROY_ID,   /* rep.u.cm_info.events: events it had delivered */
+	SR_OP_CM_BIND,	       /* u.cm.src; rep.u.cm_info */
+	SR_OP_CM_RESOLVE_ADDR, /* u.cm.src (family 0: none), dst, timeout_ms */
 	SR_OP_CM_RESOLVE_ROUTE,
 	SR_OP_CM_LISTEN,  /* u.cm.backlog */
 	SR_OP_CM_CONNECT, /* u.cm: qpn, psn, conn, private data */
 	SR_OP_CM_ACCEPT,
 	SR_OP_CM_REJECT,
 	SR_OP_CM_DISCONNECT,
-	SR_OP_CM_ESTABLISH, /* RTU after a CONNECT_RESPONSE */
-	SR_OP_CM_GET_EVENT, /* handle: channel; rep.u.cm_event (status -EAGAIN: none) */
-	SR_OP_CM_MIGRATE,   /* u.cm.channel: the new one */
-	SR_OP_CM_QUERY,	    /* rep.u.cm_info */
+	SR_OP_CM_ESTABLISH,  /* RTU after a CONNECT_RESPONSE */
+	SR_OP_CM_GET_EVENT,  /* handle: channel; rep.u.cm_event (status -EAGAIN: none) */
+	SR_OP_CM_MIGRATE,    /* u.cm.channel: the new one */
+	SR_OP_CM_QUERY,	     /* rep.u.cm_info */
 	SR_OP_CM_SET_OPTION, /* u.cm.option, u.cm.value */
 	SR_OP_MAX
 };
@@ -213,8 +213,8 @@ struct sr_cm_info {
 struct sr_cm_event_wire {
 	uint32_t event; /* enum rdma_cm_event_type */
 	int32_t status;
-	uint32_t id;	     /* the id it is about (CONNECT_REQUEST: the new one) */
-	uint32_t listen_id;  /* CONNECT_REQUEST: the listener */
+	uint32_t id;	    /* the id it is about (CONNECT_REQUEST: the new one) */
+	uint32_t listen_id; /* CONNECT_REQUEST: the listener */
 	struct sr_cm_conn conn;
 	struct sr_cm_info info; /* the id's addresses and path now */
 	uint32_t remote_psn;	/* the peer's starting PSN */
