@@ -137,8 +137,6 @@ static int to_rts(struct cm_id *id)
 
 int cm_conn_response(struct cm_id *id)
 {
-	struct sr_req req;
-	struct sr_rep rep;
 	int ret;
 
 	/* what we asked for, bounded by what the peer accepted */
@@ -149,12 +147,10 @@ int cm_conn_response(struct cm_id *id)
 	ret = to_rts(id);
 	if (ret) {
 		cm_qp_to_err(id);
-		cm_req_init(&req, SR_OP_CM_REJECT, id->handle);
-		cm_request(&req, &rep, NULL, 0);
+		cm_id_op(id->handle, SR_OP_CM_REJECT);
 		return ret;
 	}
-	cm_req_init(&req, SR_OP_CM_ESTABLISH, id->handle);
-	return cm_request(&req, &rep, NULL, 0);
+	return cm_id_op(id->handle, SR_OP_CM_ESTABLISH);
 }
 
 /* The conn_param rules of rdma-core (CM.md 1.1): NULL = device maxima,
@@ -308,29 +304,23 @@ int rdma_reject_ece(struct rdma_cm_id *cid, const void *private_data, uint8_t le
 int rdma_establish(struct rdma_cm_id *cid)
 {
 	struct cm_id *id = (struct cm_id *)cid;
-	struct sr_req req;
-	struct sr_rep rep;
 	int ret;
 
 	if (!id)
 		return cm_err(EINVAL);
-	cm_req_init(&req, SR_OP_CM_ESTABLISH, id->handle);
-	ret = cm_request(&req, &rep, NULL, 0);
+	ret = cm_id_op(id->handle, SR_OP_CM_ESTABLISH);
 	return ret ? cm_err(-ret) : 0;
 }
 
 int rdma_disconnect(struct rdma_cm_id *cid)
 {
 	struct cm_id *id = (struct cm_id *)cid;
-	struct sr_req req;
-	struct sr_rep rep;
 	int ret;
 
 	if (!id)
 		return cm_err(EINVAL);
 	cm_qp_to_err(id);
-	cm_req_init(&req, SR_OP_CM_DISCONNECT, id->handle);
-	ret = cm_request(&req, &rep, NULL, 0);
+	ret = cm_id_op(id->handle, SR_OP_CM_DISCONNECT);
 	if (ret)
 		return cm_err(-ret);
 	/* a synchronous id waits for its DISCONNECTED, unless it was had */

@@ -218,14 +218,11 @@ int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct 
 int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
 {
 	struct cm_id *id = (struct cm_id *)cid;
-	struct sr_req req;
-	struct sr_rep rep;
 	int ret;
 
 	if (!id)
 		return cm_err(EINVAL);
-	cm_req_init(&req, SR_OP_CM_RESOLVE_ROUTE, id->handle);
-	ret = cm_request(&req, &rep, NULL, 0);
+	ret = cm_id_op(id->handle, SR_OP_CM_RESOLVE_ROUTE);
 	if (ret)
 		return cm_err(-ret);
 	return cm_complete(id);

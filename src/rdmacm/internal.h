@@ -65,6 +65,8 @@ int cm_init(void);
 /* One request and its reply: 0 or -errno (the daemon's status). */
 int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds);
 void cm_req_init(struct sr_req *req, uint32_t op, uint32_t handle);
+/* A request that carries nothing but the id's handle: 0 or -errno. */
+int cm_id_op(uint32_t handle, uint32_t op);
 void cm_id_table_set(uint32_t handle, struct cm_id *id);
 struct cm_id *cm_id_table_get(uint32_t handle);
 /* The id of an event being reported, with the event counted on it. */

@@ -102,6 +102,15 @@ void cm_req_init(struct sr_req *req, uint32_t op, uint32_t handle)
 	req->handle = handle;
 }
 
+int cm_id_op(uint32_t handle, uint32_t op)
+{
+	struct sr_req req;
+	struct sr_rep rep;
+
+	cm_req_init(&req, op, handle);
+	return cm_request(&req, &rep, NULL, 0);
+}
+
 int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds)
 {
 	int nr = 0, ret;

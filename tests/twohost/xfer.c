@@ -218,29 +218,36 @@ static uint64_t round_bytes(uint64_t left)
 	return left < BUF_SIZE ? left : BUF_SIZE;
 }
 
+/* RDMA WRITEs or READs of random sizes over [0, len) of the peer's buffer,
+ * each from the same offset of ours through 1-4 SGEs. */
+static void post_range(struct ctx *c, const struct peer *p, enum ibv_wr_opcode op, uint64_t len)
+{
+	for (uint64_t off = 0; off < len;) {
+		uint32_t m = msg_size();
+		struct ibv_send_wr wr = {0};
+		struct ibv_sge sg[4];
+
+		if (m > len - off)
+			m = (uint32_t)(len - off);
+		wr.opcode = op;
+		wr.sg_list = sg;
+		wr.num_sge = sges(c, sg, off, m);
+		wr.wr.rdma.remote_addr = p->addr + off;
+		wr.wr.rdma.rkey = p->rkey;
+		post(c, &wr);
+		off += m;
+	}
+}
+
 static void write_c(struct ctx *c, const struct peer *p, uint64_t total)
 {
 	for (uint64_t done = 0, round = 1; done < total; round++) {
-		uint64_t len = round_bytes(total - done), off = 0;
+		uint64_t len = round_bytes(total - done);
 		struct ibv_send_wr wr;
-		struct ibv_sge sg[4];
 
 		drain(c); /* the local buffer is reused */
 		fill(c->buf, round, 0, len);
-		while (off < len) {
-			uint32_t m = msg_size();
-
-			if (m > len - off)
-				m = (uint32_t)(len - off);
-			memset(&wr, 0, sizeof(wr));
-			wr.opcode = IBV_WR_RDMA_WRITE;
-			wr.sg_list = sg;
-			wr.num_sge = sges(c, sg, off, m);
-			wr.wr.rdma.remote_addr = p->addr + off;
-			wr.wr.rdma.rkey = p->rkey;
-			post(c, &wr);
-			off += m;
-		}
+		post_range(c, p, IBV_WR_RDMA_WRITE, len);
 		memset(&wr, 0, sizeof(wr));
 		wr.opcode = IBV_WR_SEND_WITH_IMM;
 		wr.imm_data = htonl((uint32_t)round);
@@ -276,26 +283,12 @@ static void write_s(struct ctx *c, uint64_t total)
 static void read_c(struct ctx *c, const struct peer *p, uint64_t total)
 {
 	for (uint64_t done = 0, round = 1; done < total; round++) {
-		uint64_t len = round_bytes(total - done), off = 0;
+		uint64_t len = round_bytes(total - done);
 		int64_t bad;
 
 		sync_point(c); /* the server filled its buffer */
 		memset(c->buf, 0, len);
-		while (off < len) {
-			uint32_t m = msg_size();
-			struct ibv_send_wr wr = {0};
-			struct ibv_sge sg[4];
-
-			if (m > len - off)
-				m = (uint32_t)(len - off);
-			wr.opcode = IBV_WR_RDMA_READ;
-			wr.sg_list = sg;
-			wr.num_sge = sges(c, sg, off, m);
-			wr.wr.rdma.remote_addr = p->addr + off;
-			wr.wr.rdma.rkey = p->rkey;
-			post(c, &wr);
-			off += m;
-		}
+		post_range(c, p, IBV_WR_RDMA_READ, len);
 		drain(c);
 		bad = check(c->buf, round + 1000000, 0, len);
 		if (bad >= 0)
