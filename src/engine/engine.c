@@ -44,6 +44,15 @@
 
 /* ---- per-QP engine state ---- */
 
+bool sr_eng_qp_is(const struct sr_engine *e, const struct sr_qp_shm *qp, const struct sr_eng_qp *q)
+{
+	uint64_t off = (uint64_t)((const char *)qp - (const char *)e->arena);
+
+	return q->qpn == qp->qpn && q->off == off &&
+	       q->gen == atomic_load_explicit(&qp->wire_gen, memory_order_acquire) &&
+	       q->swqe_cnt == qp->sq.wqe_cnt;
+}
+
 struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 {
 	uint32_t idx = sr_qpn_index(qp->qpn) % SR_MAX_QPS;
@@ -51,8 +60,7 @@ struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 	uint32_t gen = atomic_load_explicit(&qp->wire_gen, memory_order_acquire);
 	struct sr_eng_qp *q = e->qps[idx];
 
-	if (q && q->qpn == qp->qpn && q->off == off && q->gen == gen &&
-	    q->swqe_cnt == qp->sq.wqe_cnt)
+	if (q && sr_eng_qp_is(e, qp, q))
 		return q;
 	if (!q) {
 		q = calloc(1, sizeof(*q));
@@ -71,6 +79,7 @@ struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 	bool active = q->active;
 	struct sr_eng_qp *next_active = q->next_active, *next_ack = q->next_ack;
 	bool on_ack = q->on_ack;
+	struct sr_qp_shm *ack_qp = q->ack_qp;
 
 	memset(q, 0, sizeof(*q));
 	q->swqe = sw;
@@ -79,6 +88,7 @@ struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 	q->next_active = next_active;
 	q->next_ack = next_ack;
 	q->on_ack = on_ack;
+	q->ack_qp = ack_qp;
 	q->qpn = qp->qpn;
 	q->off = off;
 	q->gen = gen;

@@ -87,6 +87,9 @@ struct sr_eng_qp {
 	struct sr_eng_qp *next_active;
 	bool on_ack; /* on the list of QPs owing an ACK */
 	struct sr_eng_qp *next_ack;
+	/* the QP object owing it: valid to the end of the engine's reader
+	 * section even if the owner destroys the QP meanwhile (shm/epoch.h) */
+	struct sr_qp_shm *ack_qp;
 	uint16_t sport; /* UDP source port (the pool socket's) */
 	int sock;
 
@@ -169,6 +172,8 @@ static inline void sr_eng_count(_Atomic uint64_t *c, uint64_t n)
 
 /* engine.c */
 struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp);
+/* Whether q is the current state of qp (no reset or re-route since). */
+bool sr_eng_qp_is(const struct sr_engine *e, const struct sr_qp_shm *qp, const struct sr_eng_qp *q);
 void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q);
 /* Queues a packet: hdr (hlen bytes) + payload pieces; computes pad and ICRC. */
 void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t *sgid,

@@ -49,8 +49,10 @@ static void send_nak(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	send_aeth(e, qp, q, SR_TR_RC | SR_IB_ACK, psn, syndrome, NULL, 0, NULL, 0, 0);
 }
 
-static void ack_later(struct sr_engine *e, struct sr_eng_qp *q)
+static void ack_later(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
+	q->ack_due = true;
+	q->ack_qp = qp;
 	if (q->on_ack)
 		return;
 	q->on_ack = true;
@@ -62,11 +64,18 @@ void sr_eng_resp_acks(struct sr_engine *e)
 {
 	while (e->acks) {
 		struct sr_eng_qp *q = e->acks;
-		struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, q->qpn);
+		struct sr_qp_shm *qp = q->ack_qp;
 
 		e->acks = q->next_ack;
 		q->on_ack = false;
-		if (!qp || sr_eng_qp_get(e, qp) != q || !q->ack_due)
+		/*
+		 * Not looked up again by QPN: an owner that saw the completion
+		 * may already have destroyed the QP, and the requester still
+		 * waits for this ACK (an HCA sends it before the CQE is seen).
+		 * The object stays readable to the end of this section; only
+		 * a reset or re-route of it (wire_gen) cancels the ACK.
+		 */
+		if (!q->ack_due || !sr_eng_qp_is(e, qp, q))
 			continue;
 		q->ack_due = false;
 		send_aeth(e, qp, q, SR_TR_RC | SR_IB_ACK, sr_psn_add(q->epsn, SR_PSN_MASK),
@@ -360,8 +369,7 @@ static void duplicate(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	else if (f & SR_OPF_ATOMIC)
 		do_atomic(e, qp, q, p, true);
 	else if (p->bth.ackreq || (f & SR_OPF_LAST)) {
-		q->ack_due = true; /* C9-xx: ACK the duplicate again */
-		ack_later(e, q);
+		ack_later(e, qp, q); /* C9-xx: ACK the duplicate again */
 	}
 }
 
@@ -405,7 +413,7 @@ static void place_ahead(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 }
 
 /* After an in-order packet: skip the MIDDLE packets already placed. */
-static void take_placed(struct sr_engine *e, const struct sr_qp_shm *qp, struct sr_eng_qp *q)
+static void take_placed(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
 	bool moved = false;
@@ -421,10 +429,8 @@ static void take_placed(struct sr_engine *e, const struct sr_qp_shm *qp, struct 
 		q->epsn = sr_psn_add(q->epsn, 1);
 		moved = true;
 	}
-	if (moved) {
-		q->ack_due = true; /* let the requester skip them */
-		ack_later(e, q);
-	}
+	if (moved)
+		ack_later(e, qp, q); /* let the requester skip them */
 }
 
 void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
@@ -514,8 +520,7 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	if (q->ooo_n)
 		take_placed(e, qp, q);
 	if (rc && (p->bth.ackreq || (f & SR_OPF_LAST))) {
-		q->ack_due = true;
-		ack_later(e, q);
+		ack_later(e, qp, q);
 	}
 }
 
