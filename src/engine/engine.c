@@ -111,38 +111,21 @@ void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q)
 
 void sr_eng_flush_tx(struct sr_engine *e)
 {
-	struct mmsghdr mm[SR_ENG_TX_BATCH];
+	struct sr_udp_sender *s = &e->sender;
 	unsigned i = 0;
 
 	while (i < e->ntx) {
-		unsigned n = 0;
-		int sock = e->txsock[i];
+		unsigned n = 1;
 
-		/* one sendmmsg per run of packets on the same socket */
-		while (i + n < e->ntx && e->txsock[i + n] == sock) {
-			mm[n].msg_hdr = e->tx[i + n].mh;
+		/* one sr_udp_send per run of packets on the same socket */
+		while (i + n < e->ntx && e->txsock[i + n] == e->txsock[i])
 			n++;
-		}
-		for (unsigned done = 0; done < n;) {
-			int r = sendmmsg(sock, mm + done, n - done, 0);
-
-			if (r < 0) {
-				if (errno == EINTR)
-					continue;
-				if (errno == EAGAIN || errno == ENOBUFS) {
-					struct pollfd pf = {.fd = sock, .events = POLLOUT};
-
-					poll(&pf, 1, 1);
-					continue;
-				}
-				sr_dbg("engine: sendmmsg: %m");
-				break; /* lost: the requester's timer recovers */
-			}
-			done += (unsigned)r;
-		}
+		sr_udp_send(s, e->txsock[i], e->tx + i, n);
 		i += n;
 	}
 	e->ntx = 0;
+	atomic_store_explicit(&e->cnt[SR_ENG_GSO_SENDS], s->gso_sends, memory_order_relaxed);
+	atomic_store_explicit(&e->cnt[SR_ENG_GSO_DGRAMS], s->gso_segs, memory_order_relaxed);
 }
 
 void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t *sgid,
@@ -169,7 +152,7 @@ struct rx_slot {
 	struct sockaddr_in6 src;
 	union {
 		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) +
-			 CMSG_SPACE(sizeof(struct in_pktinfo))];
+			 CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
 	struct iovec iov;
@@ -323,12 +306,24 @@ static bool rx_batch(struct sr_engine *e)
 		}
 		const uint8_t *sgid = (const uint8_t *)&s->src.sin6_addr;
 		uint16_t sport = ntohs(s->src.sin6_port);
-		unsigned times = 1;
+		uint32_t len = mm[i].msg_len, seg = sr_udp_gro_size(&mm[i].msg_hdr);
 
-		if (e->fault || e->trace) /* capture, then drop, dup, hold, corrupt */
-			times = sr_eng_rx_tap(e, s->buf, mm[i].msg_len, sgid, dgid, sport);
-		while (times--)
-			sr_eng_rx_one(e, s->buf, mm[i].msg_len, sgid, dgid, sport);
+		if (!seg || seg > len)
+			seg = len;
+		if (seg < len) {
+			sr_eng_count(&e->cnt[SR_ENG_GRO_RECVS], 1);
+			sr_eng_count(&e->cnt[SR_ENG_GRO_DGRAMS], (len + seg - 1) / seg);
+		}
+		/* a GRO buffer holds datagrams of seg bytes, the last may be shorter */
+		for (uint32_t off = 0; off < len; off += seg) {
+			uint32_t l = len - off < seg ? len - off : seg;
+			unsigned times = 1;
+
+			if (e->fault || e->trace) /* capture, then drop, dup, hold, corrupt */
+				times = sr_eng_rx_tap(e, s->buf + off, l, sgid, dgid, sport);
+			while (times--)
+				sr_eng_rx_one(e, s->buf + off, l, sgid, dgid, sport);
+		}
 	}
 	sr_eng_resp_acks(e);
 	return true;
@@ -500,9 +495,9 @@ static struct sr_engine *_Atomic engine_for_status;
 void sr_engine_status(char *buf, size_t len)
 {
 	static const char *const name[SR_ENG_CNT_MAX] = {
-	    "tx_pkts",		 "tx_bytes",  "rx_pkts",       "rx_bytes",
-	    "retransmits",	 "naks_sent", "naks_received", "rnr_naks_sent",
-	    "rnr_naks_received", "probes",    "placed_ahead"};
+	    "tx_pkts",	    "tx_bytes",	     "rx_pkts",	      "rx_bytes",	   "retransmits",
+	    "naks_sent",    "naks_received", "rnr_naks_sent", "rnr_naks_received", "probes",
+	    "placed_ahead", "gso_sends",     "gso_datagrams", "gro_receives",	   "gro_datagrams"};
 	struct sr_engine *e = engine_for_status;
 	size_t n = 0;
 
@@ -596,6 +591,8 @@ static void *engine_start_thread(void *arg)
 		       SR_ROCE_PORT, strerror(-e->rx_sock));
 		return NULL;
 	}
+	if (sr_udp_gro(e->rx_sock))
+		sr_info("engine: no UDP GRO on this kernel: one datagram per receive");
 	for (int i = 0; i < SR_ENG_SOCKS; i++) {
 		e->socks[i] = sr_udp_socket(0, &e->sports[i]);
 		if (e->socks[i] < 0) {

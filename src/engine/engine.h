@@ -46,10 +46,10 @@ struct sr_pcap;
 #define SR_ENG_OOO	    256		   /* PSNs past a gap a responder may place (resp.c) */
 #define SR_ENG_PROBE_NS	    2000000	   /* first tail-loss probe after this (req.c) */
 #define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
-#define SR_ENG_TX_BATCH	    64		   /* packets per sendmmsg */
-#define SR_ENG_RX_BATCH	    32		   /* datagrams per recvmmsg */
-#define SR_ENG_RX_BUF	    (9216 + 64)
-#define SR_ENG_SOCKS	    8 /* source-port pool: a QP sends from socks[qpn % 8] */
+#define SR_ENG_TX_BATCH	    SR_UDP_BATCH   /* packets per flush (udp.h: GSO runs, sendmmsg) */
+#define SR_ENG_RX_BATCH	    32		   /* buffers per recvmmsg */
+#define SR_ENG_RX_BUF	    65536	   /* one GRO buffer: up to 64 KiB of datagrams */
+#define SR_ENG_SOCKS	    8		   /* source-port pool: a QP sends from socks[qpn % 8] */
 
 /* Port counters of the engine (`softrdma status`). */
 enum sr_eng_cnt {
@@ -64,6 +64,10 @@ enum sr_eng_cnt {
 	SR_ENG_RNR_RX,
 	SR_ENG_PROBES,
 	SR_ENG_OOO_PLACED,
+	SR_ENG_GSO_SENDS, /* sends that carried several datagrams (udp.h) */
+	SR_ENG_GSO_DGRAMS,
+	SR_ENG_GRO_RECVS, /* receives that returned several datagrams */
+	SR_ENG_GRO_DGRAMS,
 	SR_ENG_CNT_MAX
 };
 
@@ -152,6 +156,7 @@ struct sr_engine {
 	unsigned ntx;
 	struct sr_udp_pkt tx[SR_ENG_TX_BATCH];
 	int txsock[SR_ENG_TX_BATCH];
+	struct sr_udp_sender sender;
 	/* counters (softrdma status): written by the engine thread only,
 	 * read by the daemon's status (relaxed atomics, no locked instruction) */
 	_Atomic uint64_t cnt[SR_ENG_CNT_MAX];
