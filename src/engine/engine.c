@@ -214,7 +214,9 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 		drop(e, why);
 		return;
 	}
-	if (!sr_icrc_ok(sgid, dgid, sport, SR_ROCE_PORT, &iov, 1, buf + len - SR_ICRC_LEN)) {
+	/* identification 0, or 1..63: segments of a GSO send (udp.h) */
+	if (!sr_icrc_ok_upto(sgid, dgid, sport, SR_ROCE_PORT, &iov, 1, buf + len - SR_ICRC_LEN,
+			     SR_UDP_GSO_SEGS - 1)) {
 		drop(e, SR_DROP_ICRC);
 		return;
 	}

@@ -150,9 +150,28 @@ static unsigned gso_run(const struct sr_udp_pkt *p, unsigned n, unsigned iov_roo
 	return k;
 }
 
+/*
+ * Segment i of a GSO send leaves with IPv4 identification i (icrc.h), which
+ * the ICRC covers: turn each ICRC computed for 0 into the one for i (an
+ * XOR, so calling it again undoes it, and a bit flipped by the fault
+ * injector stays flipped).  IPv6 has no identification.
+ */
+static void gso_ids(struct sr_udp_pkt *p, unsigned k)
+{
+	if (!sr_gid_is_v4((const uint8_t *)&p[0].dst.sin6_addr))
+		return;
+	for (unsigned i = 1; i < k; i++) {
+		struct iovec *last = &p[i].iov[p[i].niov - 1];
+		uint8_t *icrc = (uint8_t *)last->iov_base + last->iov_len - SR_ICRC_LEN;
+
+		sr_icrc_put(icrc, sr_icrc_get(icrc) ^
+				      sr_icrc_id_delta(p[i].len - SR_ICRC_LEN, (uint16_t)i));
+	}
+}
+
 /* Message g carries p[0..k): one datagram, or k segments of p[0].len. */
 static unsigned build_msg(struct sr_udp_sender *s, unsigned g, struct iovec *iov,
-			  const struct sr_udp_pkt *p, unsigned k)
+			  struct sr_udp_pkt *p, unsigned k)
 {
 	struct msghdr *mh = &s->mm[g].msg_hdr;
 	unsigned n = 0;
@@ -177,6 +196,7 @@ static unsigned build_msg(struct sr_udp_sender *s, unsigned g, struct iovec *iov
 		cm->cmsg_len = CMSG_LEN(sizeof(seg));
 		memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
 		mh->msg_controllen += CMSG_SPACE(sizeof(seg));
+		gso_ids(p, k);
 	}
 	return n;
 }
@@ -224,10 +244,15 @@ unsigned sr_udp_send(struct sr_udp_sender *s, int sock, struct sr_udp_pkt *p, un
 				continue;
 			}
 			/*
-			 * The first message was refused.  A GSO send: the device
+			 * Message `done` was refused.  A GSO send: the device
 			 * cannot segment (EIO) or something in it is wrong; send
 			 * its datagrams one by one.  A single datagram: drop it.
+			 * The messages after it are built again from p[pos], so
+			 * every built GSO message goes back to identification 0.
 			 */
+			for (unsigned m = done, at2 = pos; m < g; at2 += cnt[m++])
+				if (cnt[m] > 1)
+					gso_ids(p + at2, cnt[m]);
 			if (cnt[done] > 1) {
 				if (errno == EIO)
 					s->no_gso = true;

@@ -8,7 +8,10 @@
 # start), SOFTRDMA_TEST_QPN_TAG (fixed QPN tag bits, for -D), XFER_EXPECT
 # (counter names of `softrdma status`'s RoCE line, space-separated, that
 # must be nonzero on host b afterwards, e.g. retransmits: the recovery
-# really happened).
+# really happened), XFER_CAPTURE=1 (capture host b's veth with tshark,
+# its UDP segmentation done in software so each GSO segment is seen as it
+# leaves, and check every packet's ICRC with tests/wire/check_wire.py's
+# scapy and zlib oracles; at least one must be a GSO segment).
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
@@ -21,6 +24,18 @@ port=$((20000 + (RANDOM % 20000)))
 log=$(mktemp -d)
 trap 'nn_cleanup; rm -rf "$log"' EXIT
 
+if [ -n "${XFER_CAPTURE:-}" ]; then
+	command -v tshark >/dev/null && command -v ethtool >/dev/null &&
+		/usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null ||
+		nn_skip "needs tshark, ethtool and python3-scapy"
+	for h in a b; do
+		on_host $h ethtool -K "$NN_IF" tx-udp-segmentation off >/dev/null ||
+			{ echo "FAIL: ethtool -K tx-udp-segmentation off"; exit 1; }
+	done
+	nn_bg b "$log/tshark" tshark -n -i "$NN_IF" -f "udp port 4791" -F pcap -w "$log/b.pcap"
+	cap=$NN_LAST_PID
+	for _ in $(seq 200); do grep -q "Capturing on" "$log/tshark" && break; sleep 0.05; done
+fi
 nn_bg a "$log/server" timeout 600 "$build/bin/$prog" -g "$ga" -p "$port" ${XFER_SERVER_ARGS:-}
 spid=$NN_LAST_PID
 if ! nn_wait_port a "$port"; then
@@ -39,6 +54,12 @@ for h in a b; do
 		sed 's/ [a-z_-]* 0\b//g')"
 done
 ok=1
+if [ -n "${XFER_CAPTURE:-}" ]; then
+	sleep 0.5 # the last ACKs
+	kill -INT "$cap"
+	wait "$cap"
+	/usr/bin/python3 "$here/../wire/check_wire.py" flow 1 "$log/b.pcap" || ok=0
+fi
 [ $crc = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
 [ $src = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
 if [ "$prog" = sr_xfer ]; then
