@@ -633,6 +633,27 @@ int sr_engine_start(int sock)
 	return 0;
 }
 
+struct sr_engine *sr_engine_attach(int sock)
+{
+	struct sr_engine *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	if (!rx_slots)
+		rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
+	e->qps = calloc(SR_MAX_QPS, sizeof(*e->qps));
+	if (!rx_slots || !e->qps || context_open(e, sock)) {
+		free(e->qps);
+		free(e);
+		return NULL;
+	}
+	e->rx_sock = e->db_fd = e->ep_fd = -1;
+	for (int i = 0; i < SR_ENG_SOCKS; i++)
+		e->socks[i] = -1; /* whatever it sends goes nowhere (EBADF) */
+	e->now = now_ns();
+	return e;
+}
+
 bool sr_engine_running(void)
 {
 	return atomic_load_explicit(&engine_for_status, memory_order_acquire) != NULL;

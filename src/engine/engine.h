@@ -227,6 +227,14 @@ int sr_engine_mcast(const uint8_t *mgid, bool join);
 void sr_engine_stop(void);
 /* True once the engine thread runs its loop; sr_engine_kick wakes it. */
 bool sr_engine_running(void);
+/*
+ * An engine with no thread and no socket, attached to a daemon through
+ * sock (a client connection, not yet said hello on): it maps the arena and
+ * finds QPs like the real one, and what it sends goes nowhere (every
+ * socket is -1).  For the receive-path fuzzer (tests/fuzz/fuzz_rx.c), which
+ * hands it packets with sr_eng_rx_one inside an epoch section.
+ */
+struct sr_engine *sr_engine_attach(int sock);
 void sr_engine_kick(void);
 
 #endif
