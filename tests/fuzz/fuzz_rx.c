@@ -13,7 +13,8 @@
  * An input is up to 16 packets, each: a QP selector, flags, a length and
  * the bytes from the BTH on.  The harness then makes them reachable, as a
  * peer would: the destination QPN of the selected QP, optionally the PSN
- * the QP expects and the MR's real rkey and an address inside it, and a
+ * the QP expects, the MR's real rkey and an address inside it, the UD
+ * QP's Q_Key, and a
  * correct ICRC from the QP's peer address (unless asked to be wrong).
  * Checks besides ASan/UBSan: no byte of the guard regions around the MR
  * ever changes (no write outside a registered region), and the device
@@ -387,6 +388,10 @@ static void one_packet(uint8_t sel, uint8_t flags, const uint8_t *b, uint32_t n)
 		for (int k = 0; k < 4; k++)
 			buf[SR_BTH_LEN + 8 + k] = (uint8_t)(fz_mr->rkey >> (24 - 8 * k));
 	}
+	/* the UD QP's Q_Key in a DETH */
+	if ((flags & 0x20) && n >= SR_BTH_LEN + 8 && (buf[0] & 0xe0) == 0x60)
+		for (int k = 0; k < 4; k++)
+			buf[SR_BTH_LEN + k] = (uint8_t)(QKEY >> (24 - 8 * k));
 	{
 		struct iovec iov = {buf, n};
 		uint16_t sport = (uint16_t)(0xc000 | sel);
