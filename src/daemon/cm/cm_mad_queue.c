@@ -3,9 +3,10 @@
  * destination GIDs; sr_cm_mad_run hands each one, as bytes, to the agent
  * that owns the destination GID.  On one host that is this daemon: the
  * bytes go back through sr_cm_recv's parser, exactly as if they had come
- * off the wire.  A destination GID this host does not own would go out on
- * QP1 over RoCEv2; that path is not built yet, so such MADs are dropped
- * and counted (the sender's retransmission timer then runs out).
+ * off the wire.  A destination GID this host does not own goes out on QP1
+ * over RoCEv2 (cm_wire.c); MADs from other hosts come in through the same
+ * parser.  Without an engine such MADs are dropped and counted (the
+ * sender's retransmission timer then runs out).
  *
  * Timers: an id waiting for an answer (REQ, REP, DREQ, SIDR_REQ) keeps the
  * MAD it sent and a deadline; when the deadline passes the MAD is sent
@@ -87,7 +88,11 @@ static void run_timers(struct sr_daemon *d)
 bool sr_cm_mad_run(struct sr_daemon *d)
 {
 	struct sr_cm *cm = d->cm;
+	bool more = false;
 
+	sr_cm_wire_poll(d);
+	if (cm->resolving)
+		more = sr_cm_resolve_poll(d);
 	/* deadlines are seconds apart: a scan every 50 ms at most, not one
 	 * per request (thousands of connections in flight would make each
 	 * request a walk over every id) */
@@ -106,11 +111,11 @@ bool sr_cm_mad_run(struct sr_daemon *d)
 			sr_dbg("cm: %s to self",
 			       sr_cm_attr_name((uint16_t)(q->bytes[16] << 8 | q->bytes[17])));
 			sr_cm_recv(d, q->sgid, q->dgid, q->bytes, SR_CM_MAD_SIZE);
-		} else {
-			cm->mads_dropped++; /* cross-host: not yet (top comment) */
+		} else if (!sr_cm_wire_send(d, q)) {
+			cm->mads_dropped++; /* no engine, or its queue is full */
 		}
 		free(q);
 	}
 	/* timers count in seconds: the poll loop's 100 ms round is fine for them */
-	return cm->q_head != NULL;
+	return cm->q_head != NULL || more;
 }

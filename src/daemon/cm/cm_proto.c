@@ -138,7 +138,8 @@ int sr_cm_accept(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req *
 		m.qkey = c->qkey ? c->qkey : RDMA_UDP_QKEY;
 		m.service_id = sr_cm_service_id(id->ps, sr_cm_port(&id->src));
 		copy_priv(&m, req);
-		send_msg(d, id, &m, id->sgid, id->dgid, false);
+		/* kept (no timer) for a repeated SIDR_REQ: the reply was lost */
+		send_msg(d, id, &m, id->sgid, id->dgid, true);
 		id->state = SR_CM_TIMEWAIT; /* SIDR has nothing after the reply */
 		return 0;
 	}
@@ -458,6 +459,11 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 			a.msg_rejected = 0;
 			a.service_timeout = 24;
 			send_msg(d, dup, &a, dup->sgid, dup->dgid, false);
+		} else if ((dup->state == SR_CM_REP_SENT && !sidr) ||
+			   (dup->state == SR_CM_TIMEWAIT && sidr && dup->qp_type == IBV_QPT_UD)) {
+			/* our REP or SIDR_REP was lost on the way: the same
+			 * again (IBTA 12.9: a repeated REQ in REP Sent gets the REP) */
+			sr_cm_mad_queue(d, dup->sgid, dup->dgid, dup->mad);
 		}
 		return;
 	}
