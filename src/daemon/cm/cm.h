@@ -101,6 +101,18 @@ struct sr_cm_mad {
 	uint8_t bytes[SR_CM_MAD_SIZE];
 };
 
+/* A DREQ that outlives its id (destroyed, or its process gone) until the
+ * peer's DREP or the last retry (cm_mad_queue.c) */
+struct sr_cm_linger {
+	struct sr_cm_linger *next;
+	uint32_t comm_id;
+	uint8_t sgid[16], dgid[16];
+	uint8_t mad[SR_CM_MAD_SIZE];
+	uint64_t deadline_ms;
+	uint32_t timeout_ms;
+	int retries;
+};
+
 struct sr_cm {
 	struct sr_idalloc id_alloc, chan_alloc;
 	struct sr_cm_id **ids;	   /* by index */
@@ -112,6 +124,8 @@ struct sr_cm {
 	uint64_t mads_sent, mads_dropped, mads_bad;
 	uint64_t mads_wire_tx, mads_wire_rx; /* to and from other hosts (cm_wire.c) */
 	uint32_t resolving;		     /* ids waiting for their neighbour (cm_addr.c) */
+	struct sr_cm_linger *lingering;
+	uint32_t nlinger;
 };
 
 /* cm_id.c */
@@ -191,5 +205,10 @@ bool sr_cm_mad_run(struct sr_daemon *d);
 /* Arms id's retransmission of its last MAD (0: disarm). */
 void sr_cm_timer_set(struct sr_daemon *d, struct sr_cm_id *id, uint32_t timeout_ms, int retries);
 uint64_t sr_cm_now_ms(void);
+/* id goes away with its DREQ unanswered: the DREQ keeps its retries. */
+void sr_cm_linger(struct sr_daemon *d, const struct sr_cm_id *id);
+/* A DREP for comm_id, which no id has: ends a lingering DREQ's wait. */
+void sr_cm_linger_done(struct sr_daemon *d, uint32_t comm_id);
+void sr_cm_linger_fini(struct sr_daemon *d);
 
 #endif

@@ -10,7 +10,11 @@
  *
  * Timers: an id waiting for an answer (REQ, REP, DREQ, SIDR_REQ) keeps the
  * MAD it sent and a deadline; when the deadline passes the MAD is sent
- * again, and after its retries the wait fails (sr_cm_timeout).
+ * again, and after its retries the wait fails (sr_cm_timeout).  A DREQ
+ * whose id goes away before the DREP (rping destroys its id right after
+ * rdma_disconnect) keeps its retries on a list of its own: across a lossy
+ * wire the peer would otherwise never hear of the disconnection (the
+ * kernel's CM cancels it with the id; the peer then waits for ever).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,10 +71,78 @@ static bool gid_local(struct sr_daemon *d, const uint8_t gid[16])
 	return false;
 }
 
+void sr_cm_linger(struct sr_daemon *d, const struct sr_cm_id *id)
+{
+	struct sr_cm_linger *l;
+
+	if (!id->deadline_ms || id->retries <= 0 || d->cm->nlinger >= SR_CM_MAX_IDS)
+		return;
+	l = malloc(sizeof(*l));
+	if (!l)
+		return; /* the peer learns it from its QP, as without a DREQ */
+	l->comm_id = id->comm_id;
+	memcpy(l->sgid, id->sgid, 16);
+	memcpy(l->dgid, id->dgid, 16);
+	memcpy(l->mad, id->mad, SR_CM_MAD_SIZE);
+	l->deadline_ms = id->deadline_ms;
+	l->timeout_ms = id->timeout_ms;
+	l->retries = id->retries;
+	l->next = d->cm->lingering;
+	d->cm->lingering = l;
+	d->cm->nlinger++;
+}
+
+void sr_cm_linger_done(struct sr_daemon *d, uint32_t comm_id)
+{
+	for (struct sr_cm_linger **pp = &d->cm->lingering; *pp; pp = &(*pp)->next) {
+		struct sr_cm_linger *l = *pp;
+
+		if (l->comm_id == comm_id) {
+			*pp = l->next;
+			free(l);
+			d->cm->nlinger--;
+			return;
+		}
+	}
+}
+
+void sr_cm_linger_fini(struct sr_daemon *d)
+{
+	while (d->cm->lingering) {
+		struct sr_cm_linger *l = d->cm->lingering;
+
+		d->cm->lingering = l->next;
+		free(l);
+	}
+	d->cm->nlinger = 0;
+}
+
+static void run_lingering(struct sr_daemon *d, uint64_t now)
+{
+	struct sr_cm_linger **pp = &d->cm->lingering;
+
+	while (*pp) {
+		struct sr_cm_linger *l = *pp;
+
+		if (now >= l->deadline_ms) {
+			if (l->retries-- <= 0) {
+				*pp = l->next;
+				free(l);
+				d->cm->nlinger--;
+				continue;
+			}
+			l->deadline_ms = now + l->timeout_ms;
+			sr_cm_mad_queue(d, l->sgid, l->dgid, l->mad);
+		}
+		pp = &l->next;
+	}
+}
+
 static void run_timers(struct sr_daemon *d)
 {
 	uint64_t now = sr_cm_now_ms();
 
+	run_lingering(d, now);
 	for (struct sr_cm_id *id = d->cm->all, *next; id; id = next) {
 		next = id->next;
 		if (!id->deadline_ms || now < id->deadline_ms)
@@ -96,7 +168,7 @@ bool sr_cm_mad_run(struct sr_daemon *d)
 	/* deadlines are seconds apart: a scan every 50 ms at most, not one
 	 * per request (thousands of connections in flight would make each
 	 * request a walk over every id) */
-	if (cm->timers && sr_cm_now_ms() >= cm->next_timer_scan_ms) {
+	if ((cm->timers || cm->lingering) && sr_cm_now_ms() >= cm->next_timer_scan_ms) {
 		run_timers(d);
 		cm->next_timer_scan_ms = sr_cm_now_ms() + 50;
 	}

@@ -319,6 +319,11 @@ void sr_cm_abandon(struct sr_daemon *d, struct sr_cm_id *id)
 	case SR_CM_REP_SENT:
 	case SR_CM_ESTABLISHED:
 		send_dreq(d, id);
+		sr_cm_timer_set(d, id, 2 * conv_ms(SR_CM_RESPONSE_TIMEOUT), SR_CM_MAX_RETRIES);
+		sr_cm_linger(d, id);
+		break;
+	case SR_CM_DREQ_SENT: /* the DREQ goes on without its id */
+		sr_cm_linger(d, id);
 		break;
 	case SR_CM_DREQ_RCVD:
 		send_drep(d, id->sgid, id->dgid, id->comm_id, id->remote_comm_id);
@@ -675,6 +680,8 @@ void sr_cm_recv(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t dgid[
 		recv_dreq(d, id, sgid, dgid, &m);
 		break;
 	case SR_CM_DREP:
+		if (!id)
+			sr_cm_linger_done(d, m.remote_comm_id);
 		if (id && id->state == SR_CM_DREQ_SENT) {
 			sr_cm_timer_set(d, id, 0, 0);
 			id->state = SR_CM_TIMEWAIT;
