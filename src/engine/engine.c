@@ -222,6 +222,10 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 	}
 	sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], 1);
 	sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], p.paylen);
+	if (p.bth.dqpn == 1) { /* QP1: a MAD for the daemon's CM agent (gsi.c) */
+		sr_eng_gsi_rx(e, &p, sgid, dgid);
+		return;
+	}
 	if (p.bth.dqpn == SR_QPN_MCAST) {
 		if (!opcode_fits(p.bth.opcode, IBV_QPT_UD))
 			drop(e, SR_DROP_TRANSPORT);
@@ -450,6 +454,7 @@ static void *engine_main(void *arg)
 		sr_eng_ctl_poll(e); /* the daemon's requests (ctl.h) */
 		e->now = now_ns();
 		run_doorbells(e);
+		sr_eng_gsi_turn(e); /* the CM agent's MADs (gsi.c) */
 		busy = rx_batch(e);
 		e->now = now_ns();
 		next = run_timers(e);
@@ -625,6 +630,9 @@ int sr_engine_start(int sock)
 	if (!e->qps || e->db_fd < 0 || e->ep_fd < 0)
 		return -ENOMEM;
 	engine_db_fd = e->db_fd;
+	ret = sr_eng_gsi_init();
+	if (ret)
+		return ret;
 	e->rx_sock = sock;
 	ret = pthread_create(&engine_thread, NULL, engine_start_thread, e);
 	if (ret)

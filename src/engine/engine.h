@@ -215,6 +215,26 @@ int sr_eng_mcast_join(int sock, const uint8_t *mgid, bool join);
 void sr_eng_mcast_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
 		     const uint8_t *dgid);
 
+/* gsi.c: QP1 (the GSI) on the wire, for the daemon's CM agent */
+#define SR_GSI_MAD_SIZE 256
+struct sr_gsi_mad {
+	uint8_t sgid[16], dgid[16]; /* ours and the peer's (sending), or the other way */
+	uint8_t mad[SR_GSI_MAD_SIZE];
+};
+/* Sets up the receive wake-up (before the engine starts); 0 or -errno. */
+int sr_eng_gsi_init(void);
+/* Engine thread: sends the MADs the daemon queued; a datagram for QP1. */
+void sr_eng_gsi_turn(struct sr_engine *e);
+void sr_eng_gsi_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
+		   const uint8_t *dgid);
+/* Daemon thread: queues a MAD for the wire (-ENOTSUP: no engine on this
+ * host, -ENOBUFS: queue full); the fd that becomes readable when MADs came
+ * (-1: no engine); takes up to max of them; MADs lost to full queues. */
+int sr_engine_gsi_send(const struct sr_gsi_mad *m);
+int sr_engine_gsi_fd(void);
+unsigned sr_engine_gsi_recv(struct sr_gsi_mad *out, unsigned max);
+uint64_t sr_engine_gsi_dropped(void);
+
 /* The daemon's side: starts the engine thread (its context connected to
  * the daemon through `sock`), or returns -errno. */
 int sr_engine_start(int sock);
