@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,6 +29,26 @@
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rs **tab;
 static int tab_len;
+
+int rs_debug;
+
+__attribute__((constructor)) static void rs_debug_init(void)
+{
+	const char *v = getenv("RS_DEBUG");
+
+	rs_debug = v && *v && *v != '0';
+}
+
+void rs_dbg(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "rsocket[%d]: ", (int)getpid());
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
 
 int rs_set_errno(int e)
 {
@@ -769,6 +790,9 @@ int rsetsockopt(int socket, int level, int optname, const void *optval, socklen_
 		case SO_OOBINLINE:
 			rs->oobinline = !!v;
 			break;
+		case SO_REUSEPORT: /* taken; ports are shared per listener anyway */
+			rs->reuseport = !!v;
+			break;
 		default:
 			ret = ENOTSUP;
 		}
@@ -873,6 +897,9 @@ int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *opt
 			break;
 		case SO_REUSEADDR:
 			v = rs->reuseaddr;
+			break;
+		case SO_REUSEPORT:
+			v = rs->reuseport;
 			break;
 		case SO_RCVBUF:
 			v = (int)rs->rbuf_size;

@@ -94,7 +94,8 @@ struct rs {
 	/* options (inherited by accepted sockets) */
 	uint32_t sq_size, rq_size, inline_size, iomap_size;
 	uint32_t rbuf_size, sbuf_size;
-	int reuseaddr, nodelay, keepalive, keepidle, keepcnt, keepintvl, maxseg, oobinline;
+	int reuseaddr, reuseport, nodelay, keepalive, keepidle, keepcnt, keepintvl, maxseg,
+	    oobinline;
 	int afonly; /* -1: not set */
 	struct linger linger;
 	/* listening */
@@ -137,6 +138,14 @@ void rs_put(struct rs *rs);
 /* Takes every queued CM event of rs and acts on it.  Lock held. */
 void rs_cm_progress(struct rs *rs);
 int rs_set_errno(int e);
+/* RS_DEBUG=1 in the environment: one line per unusual event on stderr */
+extern int rs_debug;
+void rs_dbg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define RS_DBG(...)                                                                                \
+	do {                                                                                       \
+		if (rs_debug)                                                                      \
+			rs_dbg(__VA_ARGS__);                                                       \
+	} while (0)
 
 /* rsocket_io.c */
 /* Polls the CQ, handles what completed, sends owed control messages.

@@ -205,7 +205,9 @@ static void iomap_announce(struct rs *rs, int slot)
 	uint32_t *mask = slot < 32 ? &rs->owe_iomap_mask_lo : &rs->owe_iomap_mask_hi;
 	uint32_t bit = 1u << (slot & 31);
 
-	if (rs->sq_used + 2 > rs->sq_max || (uint32_t)slot >= rs->peer_inbox_slots) {
+	/* before ESTABLISHED the peer's QP may not be ready to receive */
+	if (!rs->established || rs->sq_used + 2 > rs->sq_max ||
+	    (uint32_t)slot >= rs->peer_inbox_slots) {
 		*mask |= bit;
 		return;
 	}
@@ -241,7 +243,7 @@ static void flush_owed(struct rs *rs)
 {
 	int i;
 
-	if (!rs->qp || rs->fatal)
+	if (!rs->qp || rs->fatal || !rs->established)
 		return;
 	if (rs->owe_credit)
 		send_credit(rs);
@@ -275,6 +277,9 @@ static void take_imm(struct rs *rs, uint32_t imm)
 			slot = val >> 8;
 			if (slot < RS_IOMAP_SLOTS)
 				rs->rmaps[slot] = rs->inbox[slot];
+			RS_DBG("rs %d: iomap slot %u valid %u off %llu len %llu", rs->fd, slot,
+			       rs->rmaps[slot].valid, (unsigned long long)rs->rmaps[slot].offset,
+			       (unsigned long long)rs->rmaps[slot].len);
 		}
 		break;
 	default:
@@ -302,6 +307,9 @@ bool rs_cq_progress(struct rs *rs)
 					rs->s_head = 0;
 			}
 			if (wc[i].status != IBV_WC_SUCCESS) {
+				RS_DBG("rs %d: completion %s (wr_id %llx, vendor %u)", rs->fd,
+				       ibv_wc_status_str(wc[i].status),
+				       (unsigned long long)wc[i].wr_id, wc[i].vendor_err);
 				if (!rs->fatal)
 					rs->fatal =
 					    wc[i].status == IBV_WC_WR_FLUSH_ERR ? ECONNRESET : EIO;
@@ -322,7 +330,7 @@ void rs_send_fin(struct rs *rs, int timeout_ms)
 {
 	struct timespec t0, t;
 
-	if (!rs->qp || rs->fin_sent || rs->peer_gone || rs->fatal)
+	if (!rs->qp || rs->fin_sent || rs->peer_gone || rs->fatal || !rs->established)
 		goto out;
 	rs->owe_fin = true;
 	flush_owed(rs);
@@ -895,6 +903,8 @@ size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int fla
 		rs_cq_progress(rs);
 	}
 out:
+	RS_DBG("rs %d: riowrite %zu at %lld: %zu errno %d", rs->fd, count, (long long)offset, sent,
+	       e);
 	pthread_mutex_unlock(&rs->lock);
 	rs_put(rs);
 	if (sent || !e)
