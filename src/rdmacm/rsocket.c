@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rdmacm/rsocket_int.h"
@@ -109,6 +110,7 @@ static void rs_destroy(struct rs *rs)
 	if (rs->ch)
 		rdma_destroy_event_channel(rs->ch);
 	pthread_mutex_destroy(&rs->lock);
+	pthread_cond_destroy(&rs->cond);
 	free(rs);
 }
 
@@ -133,7 +135,13 @@ static struct rs *rs_alloc(int domain, int type, const struct rs *inherit)
 		errno = ENOMEM;
 		return NULL;
 	}
+	pthread_condattr_t ca;
+
 	pthread_mutex_init(&rs->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&rs->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	rs->domain = domain;
 	rs->type = type;
 	rs->fd = -1;
@@ -167,6 +175,7 @@ static struct rs *rs_alloc(int domain, int type, const struct rs *inherit)
 		int e = errno;
 
 		pthread_mutex_destroy(&rs->lock);
+		pthread_cond_destroy(&rs->cond);
 		free(rs);
 		errno = e;
 		return NULL;

@@ -83,7 +83,10 @@ struct rs {
 	int fd; /* the socket number: the event channel's fd */
 	int domain, type;
 	pthread_mutex_t lock;
-	unsigned refs; /* under the table lock */
+	pthread_cond_t cond; /* threads waiting while another polls the fds */
+	bool polling;	     /* a thread sleeps in rs_wait's poll */
+	unsigned waiters;    /* threads on cond */
+	unsigned refs;	     /* under the table lock */
 	bool closing;
 	enum rs_state state;
 	int err;       /* SO_ERROR: pending error of a connect */

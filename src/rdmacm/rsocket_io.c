@@ -323,6 +323,8 @@ bool rs_cq_progress(struct rs *rs)
 		}
 	}
 	flush_owed(rs);
+	if (any && rs->waiters)
+		pthread_cond_broadcast(&rs->cond);
 	return any;
 }
 

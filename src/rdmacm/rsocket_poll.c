@@ -17,7 +17,8 @@
 
 #include "rdmacm/rsocket_int.h"
 
-#define RS_SPIN_NS 20000
+#define RS_SPIN_NS  20000
+#define RS_SLICE_MS 20
 
 static long long now_ns(void)
 {
@@ -49,13 +50,27 @@ void rs_wait(struct rs *rs, int timeout_ms)
 {
 	long long end = now_ns() + RS_SPIN_NS;
 	struct pollfd p[2];
-	int n = 0;
+	int n = 0, slice;
 
 	while (rs->cq && now_ns() < end) {
 		if (rs_cq_progress(rs))
 			return;
 		pthread_mutex_unlock(&rs->lock); /* let other threads of rs in */
 		pthread_mutex_lock(&rs->lock);
+	}
+	slice = timeout_ms < 0 || timeout_ms > RS_SLICE_MS ? RS_SLICE_MS : timeout_ms;
+	if (rs->polling) {
+		/* another thread of ours sleeps on the fds: it wakes us */
+		struct timespec t;
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_nsec += slice * 1000000L;
+		t.tv_sec += t.tv_nsec / 1000000000L;
+		t.tv_nsec %= 1000000000L;
+		rs->waiters++;
+		pthread_cond_timedwait(&rs->cond, &rs->lock, &t);
+		rs->waiters--;
+		return;
 	}
 	if (arm(rs))
 		return;
@@ -65,12 +80,18 @@ void rs_wait(struct rs *rs, int timeout_ms)
 		p[n].fd = rs->cch->fd;
 		p[n++].events = POLLIN;
 	}
+	rs->polling = true;
 	pthread_mutex_unlock(&rs->lock);
-	poll(p, (nfds_t)n, timeout_ms);
+	/* a slice, not for ever: an rpoll of another thread may take the
+	 * completion event meant for us */
+	poll(p, (nfds_t)n, slice);
 	pthread_mutex_lock(&rs->lock);
+	rs->polling = false;
 	if (n > 1 && p[1].revents)
 		drain_cq_events(rs);
 	rs_cm_progress(rs);
+	rs_cq_progress(rs);
+	pthread_cond_broadcast(&rs->cond);
 }
 
 /* One pass: every entry's revents now; the count of ready entries. */
