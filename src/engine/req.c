@@ -641,7 +641,13 @@ static struct sr_send_wqe *resp_head(struct sr_engine *e, struct sr_qp_shm *qp, 
 			break;
 		if (sr_psn_diff(psn, sw->first_psn) < (int32_t)sw->npkts)
 			return NULL;
+		/* a WRITE or SEND still being sent retires nothing: then the
+		 * response answers no request of ours (fuzz_rx found the loop) */
+		uint32_t before = qp->exec_pos;
+
 		sr_eng_comp_retire(e, qp, q, sr_psn_add(sw->first_psn, sw->npkts - 1));
+		if (qp->exec_pos == before)
+			return NULL;
 	}
 	if (sw->local_err != IBV_WC_SUCCESS) {
 		sr_eng_comp_retire(e, qp, q, psn);
