@@ -377,7 +377,8 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 		if (grh) {
 			hsrc[0].p = (char *)grh;
 			hsrc[0].len = SR_GRH_LEN;
-			memcpy(&hsrc[1], src, ns * sizeof(*src));
+			if (ns) /* a UD datagram of 0 bytes has no source piece */
+				memcpy(&hsrc[1], src, ns * sizeof(*src));
 			copy_segs(dst, rw->num_sge, hsrc, ns + 1, need);
 		} else {
 			copy_segs(dst, rw->num_sge, src, ns, len);
