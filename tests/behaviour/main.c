@@ -138,6 +138,35 @@ static bool stop_daemon(pid_t pid, const char *which)
 	return alive;
 }
 
+/* `softrdma status`'s RoCE lines of the daemon on sock (in nsfd, -1: ours),
+ * the CLI found next to the daemon. */
+static void show_status(const char *sock, int nsfd, const char *which)
+{
+	const char *daemon = getenv("SR_BEHAVE_DAEMON");
+	char cli[4096];
+	const char *slash;
+	pid_t pid;
+
+	if (!daemon || !*daemon)
+		daemon = SR_DAEMON_PATH;
+	if (!(slash = strrchr(daemon, '/')))
+		return;
+	snprintf(cli, sizeof(cli), "%.*s/softrdma", (int)(slash - daemon), daemon);
+	printf("# softrdma status of %s:\n", which);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET))
+			_exit(127);
+		setenv("SOFTRDMA_SOCKET", sock, 1);
+		execl("/bin/sh", "sh", "-c", "\"$0\" status | grep -E 'roce v2|^ *qp|wire'", cli,
+		      (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
 static uint64_t pick_seed(void)
 {
 	const char *e = getenv("SR_BEHAVE_SEED");
@@ -234,6 +263,11 @@ static int run_one(const struct sr_test *t)
 		sr_sleep_ms(5);
 	}
 	kill(-pid, SIGKILL); /* helpers left behind, if any */
+	if (sr_remote() && (atomic_load(&sr_counters->failed) || timed_out)) {
+		/* what both engines saw, for the failure's report */
+		show_status(sock, -1, "this host");
+		show_status(peer_sock, peer_ns, "the peer host");
+	}
 	daemon_ok = stop_daemon(daemon, "");
 	if (peer_daemon > 0 && !stop_daemon(peer_daemon, " of the peer host"))
 		daemon_ok = false;
