@@ -208,7 +208,8 @@ int main(int argc, char **argv)
 	idle_since = sr_daemon_now_ms();
 
 	while (!sr_stop) {
-		size_t n = 1;
+		size_t n = 2; /* the listening socket and the CM's wire MADs */
+		int wire_fd = sr_cm_wire_fd();
 
 		for (struct sr_client *c = d.clients; c; c = c->next)
 			n++;
@@ -234,7 +235,9 @@ int main(int argc, char **argv)
 			who[n++] = c;
 			deferred |= c->deferred != NULL;
 		}
-		ret = poll(pfd, n, waiting || deferred ? 1 : 100);
+		/* last, outside the clients' range: sr_cm_tick below takes them */
+		pfd[n] = (struct pollfd){.fd = wire_fd, .events = POLLIN};
+		ret = poll(pfd, n + 1, waiting || deferred ? 1 : 100);
 		if (ret < 0 && errno != EINTR)
 			break;
 		if (ret > 0) {

@@ -111,38 +111,21 @@ void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q)
 
 void sr_eng_flush_tx(struct sr_engine *e)
 {
-	struct mmsghdr mm[SR_ENG_TX_BATCH];
+	struct sr_udp_sender *s = &e->sender;
 	unsigned i = 0;
 
 	while (i < e->ntx) {
-		unsigned n = 0;
-		int sock = e->txsock[i];
+		unsigned n = 1;
 
-		/* one sendmmsg per run of packets on the same socket */
-		while (i + n < e->ntx && e->txsock[i + n] == sock) {
-			mm[n].msg_hdr = e->tx[i + n].mh;
+		/* one sr_udp_send per run of packets on the same socket */
+		while (i + n < e->ntx && e->txsock[i + n] == e->txsock[i])
 			n++;
-		}
-		for (unsigned done = 0; done < n;) {
-			int r = sendmmsg(sock, mm + done, n - done, 0);
-
-			if (r < 0) {
-				if (errno == EINTR)
-					continue;
-				if (errno == EAGAIN || errno == ENOBUFS) {
-					struct pollfd pf = {.fd = sock, .events = POLLOUT};
-
-					poll(&pf, 1, 1);
-					continue;
-				}
-				sr_dbg("engine: sendmmsg: %m");
-				break; /* lost: the requester's timer recovers */
-			}
-			done += (unsigned)r;
-		}
+		sr_udp_send(s, e->txsock[i], e->tx + i, n);
 		i += n;
 	}
 	e->ntx = 0;
+	atomic_store_explicit(&e->cnt[SR_ENG_GSO_SENDS], s->gso_sends, memory_order_relaxed);
+	atomic_store_explicit(&e->cnt[SR_ENG_GSO_DGRAMS], s->gso_segs, memory_order_relaxed);
 }
 
 void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t *sgid,
@@ -169,7 +152,7 @@ struct rx_slot {
 	struct sockaddr_in6 src;
 	union {
 		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) +
-			 CMSG_SPACE(sizeof(struct in_pktinfo))];
+			 CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} ctl;
 	struct iovec iov;
@@ -231,12 +214,18 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 		drop(e, why);
 		return;
 	}
-	if (!sr_icrc_ok(sgid, dgid, sport, SR_ROCE_PORT, &iov, 1, buf + len - SR_ICRC_LEN)) {
+	/* identification 0, or 1..63: segments of a GSO send (udp.h) */
+	if (!sr_icrc_ok_upto(sgid, dgid, sport, SR_ROCE_PORT, &iov, 1, buf + len - SR_ICRC_LEN,
+			     SR_UDP_GSO_SEGS - 1)) {
 		drop(e, SR_DROP_ICRC);
 		return;
 	}
 	sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], 1);
 	sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], p.paylen);
+	if (p.bth.dqpn == 1) { /* QP1: a MAD for the daemon's CM agent (gsi.c) */
+		sr_eng_gsi_rx(e, &p, sgid, dgid);
+		return;
+	}
 	if (p.bth.dqpn == SR_QPN_MCAST) {
 		if (!opcode_fits(p.bth.opcode, IBV_QPT_UD))
 			drop(e, SR_DROP_TRANSPORT);
@@ -323,12 +312,24 @@ static bool rx_batch(struct sr_engine *e)
 		}
 		const uint8_t *sgid = (const uint8_t *)&s->src.sin6_addr;
 		uint16_t sport = ntohs(s->src.sin6_port);
-		unsigned times = 1;
+		uint32_t len = mm[i].msg_len, seg = sr_udp_gro_size(&mm[i].msg_hdr);
 
-		if (e->fault || e->trace) /* capture, then drop, dup, hold, corrupt */
-			times = sr_eng_rx_tap(e, s->buf, mm[i].msg_len, sgid, dgid, sport);
-		while (times--)
-			sr_eng_rx_one(e, s->buf, mm[i].msg_len, sgid, dgid, sport);
+		if (!seg || seg > len)
+			seg = len;
+		if (seg < len) {
+			sr_eng_count(&e->cnt[SR_ENG_GRO_RECVS], 1);
+			sr_eng_count(&e->cnt[SR_ENG_GRO_DGRAMS], (len + seg - 1) / seg);
+		}
+		/* a GRO buffer holds datagrams of seg bytes, the last may be shorter */
+		for (uint32_t off = 0; off < len; off += seg) {
+			uint32_t l = len - off < seg ? len - off : seg;
+			unsigned times = 1;
+
+			if (e->fault || e->trace) /* capture, then drop, dup, hold, corrupt */
+				times = sr_eng_rx_tap(e, s->buf + off, l, sgid, dgid, sport);
+			while (times--)
+				sr_eng_rx_one(e, s->buf + off, l, sgid, dgid, sport);
+		}
 	}
 	sr_eng_resp_acks(e);
 	return true;
@@ -453,6 +454,7 @@ static void *engine_main(void *arg)
 		sr_eng_ctl_poll(e); /* the daemon's requests (ctl.h) */
 		e->now = now_ns();
 		run_doorbells(e);
+		sr_eng_gsi_turn(e); /* the CM agent's MADs (gsi.c) */
 		busy = rx_batch(e);
 		e->now = now_ns();
 		next = run_timers(e);
@@ -500,9 +502,9 @@ static struct sr_engine *_Atomic engine_for_status;
 void sr_engine_status(char *buf, size_t len)
 {
 	static const char *const name[SR_ENG_CNT_MAX] = {
-	    "tx_pkts",		 "tx_bytes",  "rx_pkts",       "rx_bytes",
-	    "retransmits",	 "naks_sent", "naks_received", "rnr_naks_sent",
-	    "rnr_naks_received", "probes",    "placed_ahead"};
+	    "tx_pkts",	    "tx_bytes",	     "rx_pkts",	      "rx_bytes",	   "retransmits",
+	    "naks_sent",    "naks_received", "rnr_naks_sent", "rnr_naks_received", "probes",
+	    "placed_ahead", "gso_sends",     "gso_datagrams", "gro_receives",	   "gro_datagrams"};
 	struct sr_engine *e = engine_for_status;
 	size_t n = 0;
 
@@ -596,6 +598,8 @@ static void *engine_start_thread(void *arg)
 		       SR_ROCE_PORT, strerror(-e->rx_sock));
 		return NULL;
 	}
+	if (sr_udp_gro(e->rx_sock))
+		sr_info("engine: no UDP GRO on this kernel: one datagram per receive");
 	for (int i = 0; i < SR_ENG_SOCKS; i++) {
 		e->socks[i] = sr_udp_socket(0, &e->sports[i]);
 		if (e->socks[i] < 0) {
@@ -626,12 +630,36 @@ int sr_engine_start(int sock)
 	if (!e->qps || e->db_fd < 0 || e->ep_fd < 0)
 		return -ENOMEM;
 	engine_db_fd = e->db_fd;
+	ret = sr_eng_gsi_init();
+	if (ret)
+		return ret;
 	e->rx_sock = sock;
 	ret = pthread_create(&engine_thread, NULL, engine_start_thread, e);
 	if (ret)
 		return -ret;
 	engine_running = true;
 	return 0;
+}
+
+struct sr_engine *sr_engine_attach(int sock)
+{
+	struct sr_engine *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	if (!rx_slots)
+		rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
+	e->qps = calloc(SR_MAX_QPS, sizeof(*e->qps));
+	if (!rx_slots || !e->qps || context_open(e, sock)) {
+		free(e->qps);
+		free(e);
+		return NULL;
+	}
+	e->rx_sock = e->db_fd = e->ep_fd = -1;
+	for (int i = 0; i < SR_ENG_SOCKS; i++)
+		e->socks[i] = -1; /* whatever it sends goes nowhere (EBADF) */
+	e->now = now_ns();
+	return e;
 }
 
 bool sr_engine_running(void)

@@ -46,10 +46,10 @@ struct sr_pcap;
 #define SR_ENG_OOO	    256		   /* PSNs past a gap a responder may place (resp.c) */
 #define SR_ENG_PROBE_NS	    2000000	   /* first tail-loss probe after this (req.c) */
 #define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
-#define SR_ENG_TX_BATCH	    64		   /* packets per sendmmsg */
-#define SR_ENG_RX_BATCH	    32		   /* datagrams per recvmmsg */
-#define SR_ENG_RX_BUF	    (9216 + 64)
-#define SR_ENG_SOCKS	    8 /* source-port pool: a QP sends from socks[qpn % 8] */
+#define SR_ENG_TX_BATCH	    SR_UDP_BATCH   /* packets per flush (udp.h: GSO runs, sendmmsg) */
+#define SR_ENG_RX_BATCH	    32		   /* buffers per recvmmsg */
+#define SR_ENG_RX_BUF	    65536	   /* one GRO buffer: up to 64 KiB of datagrams */
+#define SR_ENG_SOCKS	    8		   /* source-port pool: a QP sends from socks[qpn % 8] */
 
 /* Port counters of the engine (`softrdma status`). */
 enum sr_eng_cnt {
@@ -64,6 +64,10 @@ enum sr_eng_cnt {
 	SR_ENG_RNR_RX,
 	SR_ENG_PROBES,
 	SR_ENG_OOO_PLACED,
+	SR_ENG_GSO_SENDS, /* sends that carried several datagrams (udp.h) */
+	SR_ENG_GSO_DGRAMS,
+	SR_ENG_GRO_RECVS, /* receives that returned several datagrams */
+	SR_ENG_GRO_DGRAMS,
 	SR_ENG_CNT_MAX
 };
 
@@ -152,6 +156,7 @@ struct sr_engine {
 	unsigned ntx;
 	struct sr_udp_pkt tx[SR_ENG_TX_BATCH];
 	int txsock[SR_ENG_TX_BATCH];
+	struct sr_udp_sender sender;
 	/* counters (softrdma status): written by the engine thread only,
 	 * read by the daemon's status (relaxed atomics, no locked instruction) */
 	_Atomic uint64_t cnt[SR_ENG_CNT_MAX];
@@ -210,6 +215,26 @@ int sr_eng_mcast_join(int sock, const uint8_t *mgid, bool join);
 void sr_eng_mcast_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
 		     const uint8_t *dgid);
 
+/* gsi.c: QP1 (the GSI) on the wire, for the daemon's CM agent */
+#define SR_GSI_MAD_SIZE 256
+struct sr_gsi_mad {
+	uint8_t sgid[16], dgid[16]; /* ours and the peer's (sending), or the other way */
+	uint8_t mad[SR_GSI_MAD_SIZE];
+};
+/* Sets up the receive wake-up (before the engine starts); 0 or -errno. */
+int sr_eng_gsi_init(void);
+/* Engine thread: sends the MADs the daemon queued; a datagram for QP1. */
+void sr_eng_gsi_turn(struct sr_engine *e);
+void sr_eng_gsi_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
+		   const uint8_t *dgid);
+/* Daemon thread: queues a MAD for the wire (-ENOTSUP: no engine on this
+ * host, -ENOBUFS: queue full); the fd that becomes readable when MADs came
+ * (-1: no engine); takes up to max of them; MADs lost to full queues. */
+int sr_engine_gsi_send(const struct sr_gsi_mad *m);
+int sr_engine_gsi_fd(void);
+unsigned sr_engine_gsi_recv(struct sr_gsi_mad *out, unsigned max);
+uint64_t sr_engine_gsi_dropped(void);
+
 /* The daemon's side: starts the engine thread (its context connected to
  * the daemon through `sock`), or returns -errno. */
 int sr_engine_start(int sock);
@@ -222,6 +247,14 @@ int sr_engine_mcast(const uint8_t *mgid, bool join);
 void sr_engine_stop(void);
 /* True once the engine thread runs its loop; sr_engine_kick wakes it. */
 bool sr_engine_running(void);
+/*
+ * An engine with no thread and no socket, attached to a daemon through
+ * sock (a client connection, not yet said hello on): it maps the arena and
+ * finds QPs like the real one, and what it sends goes nowhere (every
+ * socket is -1).  For the receive-path fuzzer (tests/fuzz/fuzz_rx.c), which
+ * hands it packets with sr_eng_rx_one inside an epoch section.
+ */
+struct sr_engine *sr_engine_attach(int sock);
 void sr_engine_kick(void);
 
 #endif

@@ -228,7 +228,6 @@ int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	ret = take_param(id, p, false);
 	if (ret)
 		return cm_err(-ret);
-	id->psn = sr_random32() & 0xffffff;
 	id->connect_error = false;
 	cm_req_init(&req, SR_OP_CM_CONNECT, id->handle);
 	fill_req(id, &req, p);
@@ -256,7 +255,6 @@ int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	ret = take_param(id, p, true);
 	if (ret)
 		return cm_err(-ret);
-	id->psn = sr_random32() & 0xffffff;
 	if (cid->qp && cid->qp_type != IBV_QPT_UD) {
 		ret = to_rts(id);
 		if (ret) {

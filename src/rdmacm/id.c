@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/idalloc.h"
 #include "rdmacm/internal.h"
 
 socklen_t cm_addr_len(const struct sockaddr *a)
@@ -47,6 +48,10 @@ struct cm_id *cm_id_alloc(struct rdma_event_channel *ch, void *context, enum rdm
 	id->id.pd = cm_g.pd;
 	id->id.port_num = 1;
 	id->ack_timeout = 18;
+	/* the SQ's starting PSN, chosen once per id as the kernel's CMA does:
+	 * an application-managed QP (rping -q) reads it through
+	 * rdma_init_qp_attr(RTS) before rdma_accept sends it in the REP */
+	id->psn = sr_random32() & 0xffffff;
 	cm_id_table_set(handle, id);
 	return id;
 }

@@ -171,44 +171,97 @@ static uint32_t raw2(uint16_t v)
  * being the number of bytes after the field: a linear, injective map of
  * the 16 bits.  So the identification is the solution of 16 unknowns in 32
  * equations, found by elimination (an XOR basis keyed by leading bit).
+ * Everything but the difference depends on the length alone, so it is
+ * kept per thread for the last few lengths seen (packets of a stream
+ * mostly have one or two).
  */
-int sr_icrc_ipv4_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
-		    const struct iovec *iov, int iovcnt, const uint8_t icrc[SR_ICRC_LEN])
-{
-	uint32_t vec[32] = {0}, comb[32] = {0}, d, c = 0, shift;
-	size_t len = 0, after;
+struct id_map {
+	size_t len; /* UDP payload without the ICRC; 0: empty */
+	uint32_t shift;
+	uint32_t vec[32], comb[32];
+};
 
-	if (!sr_gid_pair_is_v4(sgid, dgid))
-		return -EINVAL;
-	d = sr_icrc_id(sgid, dgid, sport, dport, 0, iov, iovcnt) ^ sr_icrc_get(icrc);
-	if (!d)
-		return 0;
-	for (int i = 0; i < iovcnt; i++)
-		len += iov[i].iov_len;
-	after = (IPV4_LEN - IPV4_ID_OFFSET - 2) + UDP_LEN + len;
-	shift = x8n(after);
+static const struct id_map *id_map(size_t len)
+{
+	static _Thread_local struct id_map cache[8];
+	struct id_map *m = &cache[len % 8];
+
+	if (m->len == len)
+		return m;
+	memset(m, 0, sizeof(*m));
+	m->len = len;
+	m->shift = x8n((IPV4_LEN - IPV4_ID_OFFSET - 2) + UDP_LEN + len);
 	for (int b = 0; b < 16; b++) {
-		uint32_t v = mulmod(raw2((uint16_t)(1u << b)), shift), cb = 1u << b;
+		uint32_t v = mulmod(raw2((uint16_t)(1u << b)), m->shift), cb = 1u << b;
 
 		for (int top = 31; top >= 0 && v; top--) {
 			if (!(v >> top & 1))
 				continue;
-			if (!vec[top]) {
-				vec[top] = v;
-				comb[top] = cb;
+			if (!m->vec[top]) {
+				m->vec[top] = v;
+				m->comb[top] = cb;
 				break;
 			}
-			v ^= vec[top];
-			cb ^= comb[top];
+			v ^= m->vec[top];
+			cb ^= m->comb[top];
 		}
 	}
+	return m;
+}
+
+/* The identification that explains the difference d, or -EBADMSG. */
+static int solve_id(uint32_t d, size_t len)
+{
+	const struct id_map *m = id_map(len);
+	uint32_t c = 0;
+
 	for (int top = 31; top >= 0 && d; top--) {
 		if (!(d >> top & 1))
 			continue;
-		if (!vec[top])
+		if (!m->vec[top])
 			return -EBADMSG;
-		d ^= vec[top];
-		c ^= comb[top];
+		d ^= m->vec[top];
+		c ^= m->comb[top];
 	}
 	return d ? -EBADMSG : (int)c;
+}
+
+static size_t iov_len(const struct iovec *iov, int iovcnt)
+{
+	size_t len = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+uint32_t sr_icrc_id_delta(size_t len, uint16_t id)
+{
+	return mulmod(raw2(id), id_map(len)->shift);
+}
+
+int sr_icrc_ipv4_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
+		    const struct iovec *iov, int iovcnt, const uint8_t icrc[SR_ICRC_LEN])
+{
+	uint32_t d;
+
+	if (!sr_gid_pair_is_v4(sgid, dgid))
+		return -EINVAL;
+	d = sr_icrc_id(sgid, dgid, sport, dport, 0, iov, iovcnt) ^ sr_icrc_get(icrc);
+	return d ? solve_id(d, iov_len(iov, iovcnt)) : 0;
+}
+
+bool sr_icrc_ok_upto(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
+		     const struct iovec *iov, int iovcnt, const uint8_t icrc[SR_ICRC_LEN],
+		     uint16_t max_id)
+{
+	uint32_t d = sr_icrc_id(sgid, dgid, sport, dport, 0, iov, iovcnt) ^ sr_icrc_get(icrc);
+	int id;
+
+	if (!d)
+		return true;
+	if (!max_id || !sr_gid_pair_is_v4(sgid, dgid))
+		return false;
+	id = solve_id(d, iov_len(iov, iovcnt));
+	return id > 0 && id <= max_id;
 }

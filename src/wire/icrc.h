@@ -45,6 +45,7 @@
 #define SR_WIRE_ICRC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -74,6 +75,21 @@ bool sr_icrc_ok(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, 
 int sr_icrc_ipv4_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
 		    const struct iovec *iov, int iovcnt, const uint8_t icrc[SR_ICRC_LEN]);
 
+/*
+ * What to XOR into the ICRC of an IPv4 datagram computed with
+ * identification 0 to get the one with identification id, for a UDP
+ * payload of len bytes without the ICRC (any addresses and ports: the
+ * difference depends on the length alone).  For segment k of a GSO send.
+ */
+uint32_t sr_icrc_id_delta(size_t len, uint16_t id);
+/*
+ * sr_icrc_ok, also accepting (IPv4 only) identifications 1..max_id: what
+ * a GSO sender of at most max_id + 1 segments produces.  A corrupt packet
+ * passes with probability (max_id + 1) / 2^32 instead of 2^-32.
+ */
+bool sr_icrc_ok_upto(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
+		     const struct iovec *iov, int iovcnt, const uint8_t icrc[SR_ICRC_LEN],
+		     uint16_t max_id);
 /* Wire order: least significant byte first (IBTA; rxe's cpu_to_le32 store). */
 static inline void sr_icrc_put(uint8_t out[SR_ICRC_LEN], uint32_t icrc)
 {

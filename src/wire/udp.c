@@ -2,6 +2,8 @@
  * RoCEv2 datagrams through kernel UDP sockets (see udp.h).
  */
 #include <errno.h>
+#include <netinet/udp.h>
+#include <poll.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -69,6 +71,7 @@ void sr_udp_build(struct sr_udp_pkt *t, const uint8_t sgid[16], const uint8_t dg
 	else
 		t->iov[n++] = (struct iovec){t->trailer, SR_ICRC_LEN};
 	t->niov = n;
+	t->len = hlen + paylen + pad + SR_ICRC_LEN;
 	memset(&t->dst, 0, sizeof(t->dst));
 	t->dst.sin6_family = AF_INET6;
 	t->dst.sin6_port = htons(SR_ROCE_PORT);
@@ -98,4 +101,167 @@ void sr_udp_build(struct sr_udp_pkt *t, const uint8_t sgid[16], const uint8_t dg
 				.msg_iovlen = n,
 				.msg_control = t->ctl.buf,
 				.msg_controllen = CMSG_SPACE(cm->cmsg_len - CMSG_LEN(0))};
+}
+
+int sr_udp_gro(int fd)
+{
+	int one = 1;
+
+	return setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) ? -errno : 0;
+}
+
+uint32_t sr_udp_gro_size(struct msghdr *mh)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm))
+		if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+			int seg;
+
+			memcpy(&seg, CMSG_DATA(cm), sizeof(seg));
+			return seg > 0 ? (uint32_t)seg : 0;
+		}
+	return 0;
+}
+
+static bool same_path(const struct sr_udp_pkt *a, const struct sr_udp_pkt *b)
+{
+	return !memcmp(&a->dst.sin6_addr, &b->dst.sin6_addr, sizeof(a->dst.sin6_addr)) &&
+	       a->mh.msg_controllen == b->mh.msg_controllen &&
+	       !memcmp(a->ctl.buf, b->ctl.buf, a->mh.msg_controllen);
+}
+
+/* How many of p[0..n) one GSO send can carry (1: send it alone). */
+static unsigned gso_run(const struct sr_udp_pkt *p, unsigned n, unsigned iov_room)
+{
+	uint32_t bytes = p[0].len;
+	unsigned k = 1, iovs = p[0].niov;
+
+	while (k < n && k < SR_UDP_GSO_SEGS) {
+		const struct sr_udp_pkt *q = &p[k];
+
+		if (q->len > p[0].len || bytes + q->len > SR_UDP_GSO_BYTES ||
+		    iovs + q->niov > iov_room || !same_path(&p[0], q))
+			break;
+		bytes += q->len;
+		iovs += q->niov;
+		k++;
+		if (q->len < p[0].len)
+			break; /* only the last may be shorter */
+	}
+	return k;
+}
+
+/*
+ * Segment i of a GSO send leaves with IPv4 identification i (icrc.h), which
+ * the ICRC covers: turn each ICRC computed for 0 into the one for i (an
+ * XOR, so calling it again undoes it, and a bit flipped by the fault
+ * injector stays flipped).  IPv6 has no identification.
+ */
+static void gso_ids(struct sr_udp_pkt *p, unsigned k)
+{
+	if (!sr_gid_is_v4((const uint8_t *)&p[0].dst.sin6_addr))
+		return;
+	for (unsigned i = 1; i < k; i++) {
+		struct iovec *last = &p[i].iov[p[i].niov - 1];
+		uint8_t *icrc = (uint8_t *)last->iov_base + last->iov_len - SR_ICRC_LEN;
+
+		sr_icrc_put(icrc, sr_icrc_get(icrc) ^
+				      sr_icrc_id_delta(p[i].len - SR_ICRC_LEN, (uint16_t)i));
+	}
+}
+
+/* Message g carries p[0..k): one datagram, or k segments of p[0].len. */
+static unsigned build_msg(struct sr_udp_sender *s, unsigned g, struct iovec *iov,
+			  struct sr_udp_pkt *p, unsigned k)
+{
+	struct msghdr *mh = &s->mm[g].msg_hdr;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < k; i++) {
+		memcpy(iov + n, p[i].iov, p[i].niov * sizeof(*iov));
+		n += p[i].niov;
+	}
+	memcpy(s->ctl[g].buf, p[0].ctl.buf, p[0].mh.msg_controllen);
+	*mh = (struct msghdr){.msg_name = (void *)&p[0].dst,
+			      .msg_namelen = sizeof(p[0].dst),
+			      .msg_iov = iov,
+			      .msg_iovlen = n,
+			      .msg_control = s->ctl[g].buf,
+			      .msg_controllen = p[0].mh.msg_controllen};
+	if (k > 1) {
+		struct cmsghdr *cm = (struct cmsghdr *)(s->ctl[g].buf + mh->msg_controllen);
+		uint16_t seg = (uint16_t)p[0].len;
+
+		cm->cmsg_level = SOL_UDP;
+		cm->cmsg_type = UDP_SEGMENT;
+		cm->cmsg_len = CMSG_LEN(sizeof(seg));
+		memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+		mh->msg_controllen += CMSG_SPACE(sizeof(seg));
+		gso_ids(p, k);
+	}
+	return n;
+}
+
+unsigned sr_udp_send(struct sr_udp_sender *s, int sock, struct sr_udp_pkt *p, unsigned n)
+{
+	unsigned pos = 0, sent = 0, plain_end = 0; /* p[..plain_end) one by one */
+
+	while (pos < n) {
+		unsigned cnt[SR_UDP_BATCH], g = 0, iovs = 0, at = pos;
+
+		/* up to SR_UDP_BATCH messages from p[pos..n) */
+		while (at < n && g < SR_UDP_BATCH) {
+			unsigned room = SR_UDP_BATCH * SR_UDP_MAX_IOV - iovs;
+			unsigned k =
+			    s->no_gso || at < plain_end ? 1 : gso_run(p + at, n - at, room);
+
+			if (p[at].niov > room)
+				break;
+			iovs += build_msg(s, g, s->iov + iovs, p + at, k);
+			cnt[g++] = k;
+			at += k;
+		}
+		for (unsigned done = 0; done < g;) {
+			int r = sendmmsg(sock, s->mm + done, g - done, 0);
+
+			if (r > 0) {
+				for (int i = 0; i < r; i++) {
+					if (cnt[done + (unsigned)i] > 1) {
+						s->gso_sends++;
+						s->gso_segs += cnt[done + (unsigned)i];
+					}
+					pos += cnt[done + (unsigned)i];
+					sent += cnt[done + (unsigned)i];
+				}
+				done += (unsigned)r;
+				continue;
+			}
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0 && (errno == EAGAIN || errno == ENOBUFS)) {
+				struct pollfd pf = {.fd = sock, .events = POLLOUT};
+
+				poll(&pf, 1, 1);
+				continue;
+			}
+			/*
+			 * Message `done` was refused.  A GSO send: the device
+			 * cannot segment (EIO) or something in it is wrong; send
+			 * its datagrams one by one.  A single datagram: drop it.
+			 * The messages after it are built again from p[pos], so
+			 * every built GSO message goes back to identification 0.
+			 */
+			for (unsigned m = done, at2 = pos; m < g; at2 += cnt[m++])
+				if (cnt[m] > 1)
+					gso_ids(p + at2, cnt[m]);
+			if (cnt[done] > 1) {
+				if (errno == EIO)
+					s->no_gso = true;
+				plain_end = pos + cnt[done];
+			} else {
+				pos++;
+			}
+			break;
+		}
+	}
+	return sent;
 }

@@ -3,6 +3,12 @@
 # own CM test programs), then checks that the daemon holds no CM id.
 # usage: cm_run.sh BUILD_DIR PROGRAM [ARGS...]
 set -u
+# CM_NETNS=1: in a network namespace of its own with only lo up, so that no
+# route leaves this machine (the address-error case; 77 if none can be made)
+if [ "${CM_NETNS:-0}" = 1 ] && [ -z "${CM_IN_NETNS:-}" ]; then
+	unshare -n true 2>/dev/null || { echo "SKIP: cannot make a network namespace"; exit 77; }
+	exec unshare -n env CM_IN_NETNS=1 bash -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
+fi
 here=$(dirname "$0")
 source "$here/../lib.sh"
 build=$1

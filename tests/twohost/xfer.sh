@@ -6,8 +6,12 @@
 # usage: xfer.sh BUILD_DIR MTU PROGRAM [CLIENT ARGS...]
 # Environment: SOFTRDMA_FAULT (fault injection in both daemons, from their
 # start), SOFTRDMA_TEST_QPN_TAG (fixed QPN tag bits, for -D), XFER_EXPECT
-# (a counter name of `softrdma status`'s RoCE line that must be nonzero
-# on host b afterwards, e.g. retransmits: the recovery really happened).
+# (counter names of `softrdma status`'s RoCE line, space-separated, that
+# must be nonzero on host b afterwards, e.g. retransmits: the recovery
+# really happened), XFER_CAPTURE=1 (capture host b's veth with tshark,
+# its UDP segmentation done in software so each GSO segment is seen as it
+# leaves, and check every packet's ICRC with tests/wire/check_wire.py's
+# scapy and zlib oracles; at least one must be a GSO segment).
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
@@ -20,6 +24,18 @@ port=$((20000 + (RANDOM % 20000)))
 log=$(mktemp -d)
 trap 'nn_cleanup; rm -rf "$log"' EXIT
 
+if [ -n "${XFER_CAPTURE:-}" ]; then
+	command -v tshark >/dev/null && command -v ethtool >/dev/null &&
+		/usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null ||
+		nn_skip "needs tshark, ethtool and python3-scapy"
+	for h in a b; do
+		on_host $h ethtool -K "$NN_IF" tx-udp-segmentation off >/dev/null ||
+			{ echo "FAIL: ethtool -K tx-udp-segmentation off"; exit 1; }
+	done
+	nn_bg b "$log/tshark" tshark -n -i "$NN_IF" -f "udp port 4791" -F pcap -w "$log/b.pcap"
+	cap=$NN_LAST_PID
+	for _ in $(seq 200); do grep -q "Capturing on" "$log/tshark" && break; sleep 0.05; done
+fi
 nn_bg a "$log/server" timeout 600 "$build/bin/$prog" -g "$ga" -p "$port" ${XFER_SERVER_ARGS:-}
 spid=$NN_LAST_PID
 if ! nn_wait_port a "$port"; then
@@ -38,16 +54,23 @@ for h in a b; do
 		sed 's/ [a-z_-]* 0\b//g')"
 done
 ok=1
+if [ -n "${XFER_CAPTURE:-}" ]; then
+	sleep 0.5 # the last ACKs
+	kill -INT "$cap"
+	wait "$cap"
+	/usr/bin/python3 "$here/../wire/check_wire.py" flow 1 "$log/b.pcap" || ok=0
+fi
 [ $crc = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
 [ $src = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
 if [ "$prog" = sr_xfer ]; then
 	grep -q "all checks passed" "$log/client" || { echo "FAIL: client checks"; ok=0; }
 	grep -q "all checks passed" "$log/server" || { echo "FAIL: server checks"; ok=0; }
 fi
-if [ -n "${XFER_EXPECT:-}" ]; then
-	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$XFER_EXPECT" | tail -1)
+for c in ${XFER_EXPECT:-}; do
+	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
 	[ "${v:-0}" -gt 0 ] 2>/dev/null ||
-		{ echo "FAIL: host b's $XFER_EXPECT is ${v:-absent}: no recovery seen"; ok=0; }
-fi
+		{ echo "FAIL: host b's $c is ${v:-absent}: not seen"; ok=0; }
+	echo "host b: $c $v"
+done
 [ $ok = 1 ] && echo "PASS: $prog $* across two hosts, MTU $mtu (${SOFTRDMA_FAULT:-no faults})"
 [ $ok = 1 ]

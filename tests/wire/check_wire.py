@@ -5,6 +5,12 @@
   check_wire.py tshark  LISTING PCAP   the same pcap, decoded by tshark
   check_wire.py capture LISTING PCAP   real datagrams captured by tshark
                                        (wire_send's listing, capture.sh)
+  check_wire.py flow    MIN_IDS PCAP   a capture of the engine's traffic
+                                       between two hosts: every ICRC agrees
+                                       with zlib's and scapy's over the real
+                                       headers, and at least MIN_IDS packets
+                                       carry a nonzero IPv4 identification
+                                       (GSO segments; twohost/wire_flow.sh)
 
 Three ICRCs are compared: ours (in the packets, and in the listing),
 scapy's (scapy.contrib.roce computes it for IPv4 only), and a third one
@@ -221,13 +227,47 @@ def check_capture(listing, pcap):
           % (len(seen), by_scapy, ids if len(ids) < 6 else "%d..%d" % (ids[0], ids[-1])))
 
 
+def check_flow(min_ids, pcap):
+    n = n4 = nonzero = 0
+    for p in rdpcap(pcap):
+        if UDP not in p or p[UDP].dport != 4791:
+            continue
+        frame = raw(p)
+        if BTH not in p:
+            fail("a datagram to port 4791 that scapy does not read as RoCEv2")
+            continue
+        n += 1
+        what = "frame %d (opcode 0x%02x PSN 0x%06x)" % (n, p[BTH].opcode, p[BTH].psn)
+        third = icrc_from_frame(frame)
+        if third != wire_icrc(frame):
+            fail("%s: ICRC on the wire %08x, zlib over the real headers %08x"
+                 % (what, wire_icrc(frame), third))
+        if IP in p:
+            n4 += 1
+            nonzero += p[IP].id != 0
+            s = scapy_icrc(p)
+            if s != wire_icrc(frame):
+                fail("%s: scapy's ICRC %08x, on the wire %08x" % (what, s, wire_icrc(frame)))
+    if n == 0:
+        fail("no RoCEv2 datagram in the capture")
+    if nonzero < min_ids:
+        fail("%d packets with a nonzero IPv4 identification, expected at least %d"
+             % (nonzero, min_ids))
+    print("flow: %d RoCEv2 datagrams (%d IPv4, %d of them GSO segments with a nonzero "
+          "identification): every ICRC = zlib's over the real headers = scapy's"
+          % (n, n4, nonzero))
+
+
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("scapy", "tshark", "capture"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("scapy", "tshark", "capture", "flow"):
         print(__doc__)
         return 2
-    listing = read_listing(sys.argv[2])
-    {"scapy": check_scapy, "tshark": check_tshark, "capture": check_capture}[sys.argv[1]](
-        listing, sys.argv[3])
+    if sys.argv[1] == "flow":
+        check_flow(int(sys.argv[2]), sys.argv[3])
+    else:
+        listing = read_listing(sys.argv[2])
+        {"scapy": check_scapy, "tshark": check_tshark, "capture": check_capture}[sys.argv[1]](
+            listing, sys.argv[3])
     if failures:
         print("%d failures" % failures)
         return 1

@@ -147,6 +147,9 @@ static void test_random(void)
 		int kind = (int)(roce_rand(&rng) % 4), cnt;
 		uint16_t sport = (uint16_t)roce_rand(&rng), dport = (uint16_t)roce_rand(&rng);
 		uint16_t id = roce_rand(&rng) & 1 ? (uint16_t)roce_rand(&rng) : 0;
+
+		if (id && roce_rand(&rng) & 1)
+			id &= 63; /* a GSO segment's */
 		size_t max = it < 100 ? (size_t)it : (size_t)(roce_rand(&rng) % 9001);
 		uint32_t got, want;
 
@@ -173,6 +176,15 @@ static void test_random(void)
 		CHECK(sr_icrc_ok(s, d, sport, dport, iov, cnt, wire) == (kind || !id));
 		if (!kind)
 			CHECK_EQ(sr_icrc_ipv4_id(s, d, sport, dport, iov, cnt, wire), id);
+		/* GSO: the ICRC for id = the one for 0 XOR a function of the length */
+		if (!kind)
+			CHECK_EQ(sr_icrc_id(s, d, sport, dport, 0, iov, cnt) ^
+				     sr_icrc_id_delta(pkt.len, id),
+				 got);
+		/* a receiver taking GSO segments: identifications up to 63 */
+		CHECK(sr_icrc_ok_upto(s, d, sport, dport, iov, cnt, wire, 63) ==
+		      (kind || id <= 63));
+		CHECK(sr_icrc_ok_upto(s, d, sport, dport, iov, cnt, wire, 0) == (kind || !id));
 
 		/* FECN/BECN may change in flight: not covered. */
 		buf[4] ^= 0xc0;

@@ -5,11 +5,12 @@
  * channels and the IB CM state machine live here, and every connection is
  * set up with real IB CM MADs (src/wire/cm_mad.h) that go through the MAD
  * queue (cm_mad_queue.c): on one host the queue hands the bytes back to this
- * same state machine; between hosts it is where QP1 over RoCEv2 will carry
- * them.  Files: cm_request.c (requests, validation), cm_id.c (ids,
+ * same state machine; between hosts QP1 over RoCEv2 carries them
+ * (cm_wire.c, through the engine).  Files: cm_request.c (requests, validation), cm_id.c (ids,
  * channels, events, ports), cm_addr.c (address and route resolution),
  * cm_proto.c (sending and receiving REQ/REP/RTU/REJ/DREQ/DREP, SIDR),
- * cm_mad_queue.c (MAD delivery, retransmission timers).
+ * cm_mad_queue.c (MAD delivery, retransmission timers), cm_wire.c (MADs to
+ * and from other hosts), cm_neigh.c (routes and neighbours for resolution).
  */
 #ifndef SR_DAEMON_CM_H
 #define SR_DAEMON_CM_H
@@ -87,6 +88,9 @@ struct sr_cm_id {
 	uint32_t timeout_ms;
 	int retries;
 	struct sr_cm_id *next, **pprev; /* every id, for port and listener scans */
+	/* resolve_addr waiting for the next hop's link address (cm_addr.c) */
+	uint64_t resolve_deadline_ms; /* 0: not waiting */
+	uint64_t resolve_next_ms;
 	/* REQs for this bound id that came before its rdma_listen (cm_proto.c) */
 	struct sr_cm_mad *parked;
 };
@@ -95,6 +99,18 @@ struct sr_cm_mad {
 	struct sr_cm_mad *next;
 	uint8_t dgid[16], sgid[16];
 	uint8_t bytes[SR_CM_MAD_SIZE];
+};
+
+/* A DREQ that outlives its id (destroyed, or its process gone) until the
+ * peer's DREP or the last retry (cm_mad_queue.c) */
+struct sr_cm_linger {
+	struct sr_cm_linger *next;
+	uint32_t comm_id;
+	uint8_t sgid[16], dgid[16];
+	uint8_t mad[SR_CM_MAD_SIZE];
+	uint64_t deadline_ms;
+	uint32_t timeout_ms;
+	int retries;
 };
 
 struct sr_cm {
@@ -106,6 +122,10 @@ struct sr_cm {
 	uint32_t timers; /* ids with a deadline */
 	uint64_t next_timer_scan_ms;
 	uint64_t mads_sent, mads_dropped, mads_bad;
+	uint64_t mads_wire_tx, mads_wire_rx; /* to and from other hosts (cm_wire.c) */
+	uint32_t resolving;		     /* ids waiting for their neighbour (cm_addr.c) */
+	struct sr_cm_linger *lingering;
+	uint32_t nlinger;
 };
 
 /* cm_id.c */
@@ -138,6 +158,27 @@ int sr_cm_resolve_addr(struct sr_daemon *d, struct sr_cm_id *id, const struct so
 		       const struct sockaddr *dst, uint32_t timeout_ms);
 int sr_cm_resolve_route(struct sr_daemon *d, struct sr_cm_id *id);
 int sr_cm_sockaddr_in(const uint8_t raw[SR_CM_ADDR_LEN], struct sockaddr_storage *out);
+/* Finishes or fails the resolutions that wait for a neighbour; true while
+ * some still wait. */
+bool sr_cm_resolve_poll(struct sr_daemon *d);
+/* Stops id's pending resolution (the id goes away or resolves again). */
+void sr_cm_resolve_cancel(struct sr_daemon *d, struct sr_cm_id *id);
+
+/* cm_neigh.c: the kernel's routing and neighbour tables (rtnetlink) */
+enum sr_cm_neigh {
+	SR_CM_NEIGH_VALID,   /* the next hop's link address is known */
+	SR_CM_NEIGH_PENDING, /* being resolved (ARP / neighbour discovery) */
+	SR_CM_NEIGH_FAILED,  /* the kernel gave up on it */
+};
+/* The state of the next hop towards dst; with kick, asks the kernel to
+ * resolve it if it is not valid (no privilege to: VALID, the first
+ * datagram resolves it).  -errno when there is no route. */
+int sr_cm_neigh_check(const struct sockaddr_storage *dst, bool kick);
+
+/* cm_wire.c: MADs to and from other hosts through the engine's QP1 */
+bool sr_cm_wire_up(void);
+bool sr_cm_wire_send(struct sr_daemon *d, const struct sr_cm_mad *q);
+void sr_cm_wire_poll(struct sr_daemon *d);
 
 /* cm_proto.c */
 int sr_cm_connect(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req *req);
@@ -164,5 +205,10 @@ bool sr_cm_mad_run(struct sr_daemon *d);
 /* Arms id's retransmission of its last MAD (0: disarm). */
 void sr_cm_timer_set(struct sr_daemon *d, struct sr_cm_id *id, uint32_t timeout_ms, int retries);
 uint64_t sr_cm_now_ms(void);
+/* id goes away with its DREQ unanswered: the DREQ keeps its retries. */
+void sr_cm_linger(struct sr_daemon *d, const struct sr_cm_id *id);
+/* A DREP for comm_id, which no id has: ends a lingering DREQ's wait. */
+void sr_cm_linger_done(struct sr_daemon *d, uint32_t comm_id);
+void sr_cm_linger_fini(struct sr_daemon *d);
 
 #endif

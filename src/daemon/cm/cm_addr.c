@@ -6,9 +6,14 @@
  * learnt by connect() on a UDP socket and getsockname(): no packet is sent.
  * RoCE needs no SA query, so a route is the two GIDs.
  *
- * Until the cross-host half lands (the CM MADs on QP1 over RoCEv2), only
- * destinations this host owns resolve; any other gets ADDR_ERROR
- * -EHOSTUNREACH at once, where the kernel would ARP and time out.
+ * Another host's address resolves as on a RoCE port of the kernel: its GID
+ * is the RoCEv2 GID of the IP address (IPv4-mapped for IPv4), ours the GID
+ * of the source address routing picks, and ADDR_RESOLVED waits until the
+ * next hop's link address is known (cm_neigh.c: ARP or neighbour
+ * discovery, at most the caller's timeout; ADDR_ERROR -ETIMEDOUT if it
+ * never answers, the routing error at once if there is no route).  A host
+ * whose daemon has no engine cannot reach others: ADDR_ERROR -ENODEV, as
+ * the kernel for an egress interface without an RDMA device.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -88,10 +93,59 @@ static void addr_error(struct sr_cm_id *id, int status)
 	sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_ADDR_ERROR, status));
 }
 
+/* The RoCEv2 GID of an IP address (RoCE v2 GID type, IBTA A17.8). */
+static void gid_from_addr(const struct sockaddr_storage *a, uint8_t gid[16])
+{
+	memset(gid, 0, 16);
+	if (a->ss_family == AF_INET) {
+		gid[10] = gid[11] = 0xff;
+		memcpy(gid + 12, &((const struct sockaddr_in *)a)->sin_addr, 4);
+	} else {
+		memcpy(gid, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+	}
+}
+
+static void addr_resolved(struct sr_cm_id *id)
+{
+	id->state = SR_CM_ADDR_RESOLVED;
+	sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0));
+}
+
+void sr_cm_resolve_cancel(struct sr_daemon *d, struct sr_cm_id *id)
+{
+	if (!id->resolve_deadline_ms)
+		return;
+	id->resolve_deadline_ms = 0;
+	d->cm->resolving--;
+}
+
+bool sr_cm_resolve_poll(struct sr_daemon *d)
+{
+	uint64_t now = sr_cm_now_ms();
+
+	for (struct sr_cm_id *id = d->cm->all; id; id = id->next) {
+		int ret;
+
+		if (!id->resolve_deadline_ms || now < id->resolve_next_ms)
+			continue;
+		id->resolve_next_ms = now + 5;
+		ret = sr_cm_neigh_check(&id->dst, false);
+		if (ret == SR_CM_NEIGH_PENDING && now < id->resolve_deadline_ms)
+			continue;
+		sr_cm_resolve_cancel(d, id);
+		if (ret == SR_CM_NEIGH_VALID)
+			addr_resolved(id);
+		else /* the kernel's ARP gave up, or our timeout passed */
+			addr_error(id, ret < 0 ? ret : -ETIMEDOUT);
+	}
+	return d->cm->resolving != 0;
+}
+
 int sr_cm_resolve_addr(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *src,
 		       const struct sockaddr *dst, uint32_t timeout_ms)
 {
 	struct sockaddr_storage via, dest;
+	bool remote = false;
 	int ret;
 
 	memset(&dest, 0, sizeof(dest));
@@ -104,6 +158,7 @@ int sr_cm_resolve_addr(struct sr_daemon *d, struct sr_cm_id *id, const struct so
 	if (id->state != SR_CM_IDLE && id->state != SR_CM_ADDR_BOUND &&
 	    id->state != SR_CM_ADDR_RESOLVED)
 		return -EINVAL;
+	sr_cm_resolve_cancel(d, id);
 	if (src && src->sa_family) {
 		if (src->sa_family != dst->sa_family)
 			return -EINVAL;
@@ -127,8 +182,13 @@ int sr_cm_resolve_addr(struct sr_daemon *d, struct sr_cm_id *id, const struct so
 		return 0;
 	}
 	if (sr_cm_gid_of(d, &dest, id->dgid) < 0) {
-		addr_error(id, -EHOSTUNREACH); /* cross-host: not yet (see the top comment) */
-		return 0;
+		/* another host's: over the wire, if this host has an engine */
+		if (!sr_cm_wire_up()) {
+			addr_error(id, -ENODEV);
+			return 0;
+		}
+		gid_from_addr(&dest, id->dgid);
+		remote = true;
 	}
 	if (!id->bound) {
 		ret = sr_cm_bind(d, id, (struct sockaddr *)&via);
@@ -154,9 +214,20 @@ int sr_cm_resolve_addr(struct sr_daemon *d, struct sr_cm_id *id, const struct so
 		return 0;
 	}
 	id->port_num = 1;
-	id->state = SR_CM_ADDR_RESOLVED;
-	(void)timeout_ms; /* resolution is immediate: nothing to wait for on one host */
-	sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0));
+	if (remote) {
+		ret = sr_cm_neigh_check(&dest, true);
+		if (ret < 0 || ret == SR_CM_NEIGH_FAILED) {
+			addr_error(id, ret < 0 ? ret : -ETIMEDOUT);
+			return 0;
+		}
+		if (ret == SR_CM_NEIGH_PENDING) { /* sr_cm_resolve_poll finishes it */
+			id->resolve_deadline_ms = sr_cm_now_ms() + (timeout_ms ? timeout_ms : 2000);
+			id->resolve_next_ms = 0;
+			d->cm->resolving++;
+			return 0;
+		}
+	}
+	addr_resolved(id);
 	return 0;
 }
 

@@ -60,6 +60,7 @@ void sr_cm_id_free(struct sr_daemon *d, struct sr_cm_id *id)
 
 	sr_cm_events_drop(d, id);
 	sr_cm_timer_set(d, id, 0, 0);
+	sr_cm_resolve_cancel(d, id);
 	sr_cm_unpark(d, id, false);
 	/* children not yet reported lose their listener with it */
 	if (id->state == SR_CM_LISTEN) {

@@ -138,7 +138,8 @@ int sr_cm_accept(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req *
 		m.qkey = c->qkey ? c->qkey : RDMA_UDP_QKEY;
 		m.service_id = sr_cm_service_id(id->ps, sr_cm_port(&id->src));
 		copy_priv(&m, req);
-		send_msg(d, id, &m, id->sgid, id->dgid, false);
+		/* kept (no timer) for a repeated SIDR_REQ: the reply was lost */
+		send_msg(d, id, &m, id->sgid, id->dgid, true);
 		id->state = SR_CM_TIMEWAIT; /* SIDR has nothing after the reply */
 		return 0;
 	}
@@ -318,6 +319,11 @@ void sr_cm_abandon(struct sr_daemon *d, struct sr_cm_id *id)
 	case SR_CM_REP_SENT:
 	case SR_CM_ESTABLISHED:
 		send_dreq(d, id);
+		sr_cm_timer_set(d, id, 2 * conv_ms(SR_CM_RESPONSE_TIMEOUT), SR_CM_MAX_RETRIES);
+		sr_cm_linger(d, id);
+		break;
+	case SR_CM_DREQ_SENT: /* the DREQ goes on without its id */
+		sr_cm_linger(d, id);
 		break;
 	case SR_CM_DREQ_RCVD:
 		send_drep(d, id->sgid, id->dgid, id->comm_id, id->remote_comm_id);
@@ -458,6 +464,11 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 			a.msg_rejected = 0;
 			a.service_timeout = 24;
 			send_msg(d, dup, &a, dup->sgid, dup->dgid, false);
+		} else if ((dup->state == SR_CM_REP_SENT && !sidr) ||
+			   (dup->state == SR_CM_TIMEWAIT && sidr && dup->qp_type == IBV_QPT_UD)) {
+			/* our REP or SIDR_REP was lost on the way: the same
+			 * again (IBTA 12.9: a repeated REQ in REP Sent gets the REP) */
+			sr_cm_mad_queue(d, dup->sgid, dup->dgid, dup->mad);
 		}
 		return;
 	}
@@ -669,6 +680,8 @@ void sr_cm_recv(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t dgid[
 		recv_dreq(d, id, sgid, dgid, &m);
 		break;
 	case SR_CM_DREP:
+		if (!id)
+			sr_cm_linger_done(d, m.remote_comm_id);
 		if (id && id->state == SR_CM_DREQ_SENT) {
 			sr_cm_timer_set(d, id, 0, 0);
 			id->state = SR_CM_TIMEWAIT;

@@ -47,6 +47,7 @@ void sr_cm_fini(struct sr_daemon *d)
 		cm->q_head = q->next;
 		free(q);
 	}
+	sr_cm_linger_fini(d);
 	sr_idalloc_fini(&cm->id_alloc);
 	sr_idalloc_fini(&cm->chan_alloc);
 	free(cm->ids);

@@ -54,9 +54,13 @@ char *sr_cm_status_text(struct sr_daemon *d)
 		return NULL;
 	for (struct sr_cm_id *id = cm->all; id; id = id->next)
 		n++;
-	fprintf(f, "  cm: %u ids, %u channels, MADs sent %llu dropped %llu malformed %llu\n", n,
-		cm->chan_alloc.in_use, (unsigned long long)cm->mads_sent,
-		(unsigned long long)cm->mads_dropped, (unsigned long long)cm->mads_bad);
+	fprintf(f,
+		"  cm: %u ids, %u channels, MADs sent %llu dropped %llu malformed %llu"
+		" wire_tx %llu wire_rx %llu lingering_dreqs %u\n",
+		n, cm->chan_alloc.in_use, (unsigned long long)cm->mads_sent,
+		(unsigned long long)cm->mads_dropped, (unsigned long long)cm->mads_bad,
+		(unsigned long long)cm->mads_wire_tx, (unsigned long long)cm->mads_wire_rx,
+		cm->nlinger);
 	for (struct sr_cm_id *id = cm->all; id; id = id->next) {
 		addr_str(&id->src, src, sizeof(src));
 		addr_str(&id->dst, dst, sizeof(dst));

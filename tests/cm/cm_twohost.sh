@@ -1,0 +1,96 @@
+#!/bin/bash
+# A connection-manager client/server pair of Debian's unmodified programs
+# across two hosts: the server in network namespace a, the client in b,
+# joined by a veth (tests/lib_netns.sh), each host with its own softrdmad,
+# so the IB CM MADs travel as RoCEv2 datagrams to QP1 and the connection's
+# QPs are wire QPs.  Checks what a user would (both exit 0 and print their
+# result lines) and what says the CM really crossed: each daemon sent and
+# received MADs on the wire (`softrdma status`: cm wire_tx / wire_rx), none
+# was dropped, and no CM id is left on either host afterwards.
+#
+# usage: cm_twohost.sh BUILD_DIR MTU SERVER_RE CLIENT_RE SERVER_CMD... -- CLIENT_CMD...
+#   (an empty SERVER_RE: the server prints nothing to check)
+#   @PORT@ becomes a free random port, @ADDR@ host a's veth IPv4 address,
+#   @ADDR6@ its IPv6 address.  The client starts once host a's daemon shows
+#   the server's listener on that port.
+# Environment (as tests/cm/cm_pair.sh): CM_SERVER_STAYS=1 for servers that
+#   never exit; CM_WAIT=tcp:PORT waits for a TCP listener instead, CM_WAIT=none
+#   for servers that show no listener before the client's first try
+#   (perftest -R retries its connect); CM_PORT=N for a fixed port.
+set -u
+here=$(dirname "$0")
+source "$here/../lib_netns.sh"
+build=$1 mtu=$2 sre=$3 cre=$4
+shift 4
+srv=() cli=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
+shift
+cli=("$@")
+nn_setup "$build" "$mtu" || exit 1
+port=${CM_PORT:-$((20000 + (RANDOM % 20000)))}
+srv=("${srv[@]//@PORT@/$port}") cli=("${cli[@]//@PORT@/$port}")
+srv=("${srv[@]//@ADDR6@/$(addr_a -6)}") cli=("${cli[@]//@ADDR6@/$(addr_a -6)}")
+srv=("${srv[@]//@ADDR@/$(addr_a)}") cli=("${cli[@]//@ADDR@/$(addr_a)}")
+log=$(mktemp -d)
+trap 'nn_cleanup; rm -rf "$log"' EXIT
+
+cm_line() { on_host "$1" "$NN_SR" status | grep -E '^  cm: '; }
+# cm_count HOST FIELD: a counter of the daemon's CM line
+cm_count() { cm_line "$1" | sed -E "s/.* $2 ([0-9]+).*/\1/"; }
+
+nn_bg a "$log/server" timeout 120 stdbuf -oL "${srv[@]}"
+spid=$NN_LAST_PID
+case ${CM_WAIT:-cm} in
+tcp:*) nn_wait_port a "${CM_WAIT#tcp:}" ;;
+none) ;;
+*)
+	for _ in $(seq 400); do
+		on_a "$NN_SR" status | grep -q "LISTEN .*:$port " && break
+		sleep 0.05
+	done
+	;;
+esac
+start=$(date +%s.%N)
+on_b timeout 120 stdbuf -oL "${cli[@]}" >"$log/client" 2>&1
+crc=$?
+secs=$(echo "$(date +%s.%N) - $start" | bc)
+if [ "${CM_SERVER_STAYS:-0}" = 1 ]; then
+	if kill -0 "$spid" 2>/dev/null; then
+		kill "$spid"
+		wait "$spid"
+		src=0
+	else
+		wait "$spid"
+		src=$?
+		echo "FAIL: the server was gone before the client finished"
+		[ $src = 0 ] && src=1
+	fi
+else
+	wait "$spid"
+	src=$?
+fi
+echo "--- client in b: ${cli[*]} (rc $crc, $secs s)"
+cat "$log/client"
+echo "--- server in a: ${srv[*]} (rc $src)"
+cat "$log/server"
+ok=1
+[ $crc = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
+[ $src = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
+grep -Eq "$cre" "$log/client" || { echo "FAIL: client did not print /$cre/"; ok=0; }
+[ -z "$sre" ] || grep -Eq "$sre" "$log/server" || { echo "FAIL: server did not print /$sre/"; ok=0; }
+# a stopped server's teardown (its DREQs or REJs) crosses the wire too
+for _ in $(seq 100); do
+	cm_line a | grep -q '^  cm: 0 ids' && cm_line b | grep -q '^  cm: 0 ids' && break
+	sleep 0.05
+done
+for h in a b; do
+	line=$(cm_line $h)
+	echo "daemon $h after: $line"
+	echo "$line" | grep -q '^  cm: 0 ids' || { echo "FAIL: CM ids left on host $h"; on_host $h "$NN_SR" status | grep 'cm id'; ok=0; }
+	tx=$(cm_count $h wire_tx) rx=$(cm_count $h wire_rx) dropped=$(cm_count $h dropped)
+	[ "${tx:-0}" -gt 0 ] && [ "${rx:-0}" -gt 0 ] ||
+		{ echo "FAIL: host $h's CM sent $tx and received $rx MADs on the wire"; ok=0; }
+	[ "${dropped:-1}" = 0 ] || { echo "FAIL: host $h dropped $dropped MADs"; ok=0; }
+done
+[ $ok = 1 ] && echo "PASS: ${cli[0]} across two hosts, MTU $mtu"
+[ $ok = 1 ]
