@@ -6,13 +6,16 @@
  *   softrdma fault SPEC|off        fault injection on the RoCEv2 wire
  *   softrdma trace FILE|off        capture the RoCEv2 wire into a pcap
  * `run` puts softrdma's libraries first on LD_LIBRARY_PATH (so the program
- * binds to our libibverbs.so.1 / librdmacm.so.1) and makes sure the host's
- * daemon is up before the program starts.
+ * binds to our libibverbs.so.1 / librdmacm.so.1), makes sure the host's
+ * daemon is up before the program starts, and (unless --no-devnodes) gives
+ * the program /dev/infiniband/<dev_name> and /sys/class/infiniband/<dev> in
+ * private namespaces (devns.c).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +23,13 @@
 
 #include <softrdma/proto.h>
 
+#include "cli/devns.h"
 #include "core/daemon_link.h"
 #include "core/msg.h"
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: softrdma run [--] PROGRAM [ARGS...]\n"
+	fprintf(stderr, "usage: softrdma run [--no-devnodes] [-q] [--] PROGRAM [ARGS...]\n"
 			"       softrdma status\n"
 			"       softrdma daemon [--idle SECONDS] [--fault SPEC]\n"
 			"       softrdma fault SPEC | off | --help\n"
@@ -175,11 +179,21 @@ static int cmd_run(int argc, char **argv)
 {
 	char dir[PATH_MAX], lib[PATH_MAX + 8], *path;
 	const char *old = getenv("LD_LIBRARY_PATH");
+	bool devnodes = true, quiet = false;
 	int sock;
 
-	if (argc > 0 && !strcmp(argv[0], "--")) {
-		argc--;
-		argv++;
+	for (; argc > 0 && argv[0][0] == '-'; argc--, argv++) {
+		if (!strcmp(argv[0], "--no-devnodes")) {
+			devnodes = false;
+		} else if (!strcmp(argv[0], "-q") || !strcmp(argv[0], "--quiet")) {
+			quiet = true;
+		} else if (!strcmp(argv[0], "--")) {
+			argc--;
+			argv++;
+			break;
+		} else {
+			return usage();
+		}
 	}
 	if (argc < 1)
 		return usage();
@@ -200,6 +214,10 @@ static int cmd_run(int argc, char **argv)
 		fprintf(stderr, "softrdma: cannot reach or start softrdmad: %s\n", strerror(-sock));
 	else
 		close(sock);
+	/* after the daemon is up: one started from inside would live in the
+	 * program's namespaces */
+	if (sock >= 0 && devnodes)
+		sr_devns_setup(quiet);
 	execvp(argv[0], argv);
 	fprintf(stderr, "softrdma: %s: %s\n", argv[0], strerror(errno));
 	return 127;

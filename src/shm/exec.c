@@ -260,10 +260,27 @@ static uint32_t rq_consume(struct sr_context *ctx, struct rq_ref *r)
 
 /* Completes a receive.  `slot` is a slot reserved beforehand (deliver), or
  * NULL to reserve one now. */
+/*
+ * The SL of a RoCE UD receive: what a ConnectX reports there (its CQE's
+ * sl field, which rdma-core's mlx5 provider hands out as wc.sl) is the
+ * packet type, bit 3 for "the frame has a UDP header" (RoCEv2) and bits
+ * 2..0 for the L3 header, 1 for IPv6 and 2 for IPv4.  UCX's UD transport
+ * reads it to know where the destination address lies in the 40 bytes
+ * before the payload (the last 4 bytes for IPv4, 16 for IPv6) and drops
+ * every datagram whose address is not one of the device's GIDs, so with
+ * sl 0 it took an IPv4 datagram for IPv6 and dropped them all.  The GRH
+ * area (wire/grh.c) holds an IPv6 header exactly when its version nibble
+ * says 6.
+ */
+static uint8_t roce_pkt_type(const uint8_t *grh)
+{
+	return 0x8 | ((grh[0] >> 4) == 6 ? 0x1 : 0x2);
+}
+
 static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, struct sr_cqe *slot,
 			  uint32_t index, uint64_t wr_id, enum ibv_wc_status st,
 			  enum ibv_wc_opcode op, uint32_t len, uint32_t flags, uint32_t imm,
-			  uint32_t src_qp, bool solicited)
+			  uint32_t src_qp, bool solicited, uint8_t sl)
 {
 	struct sr_cq_shm *cq = sr_arena_ptr(ctx->arena, t->recv_cq_off);
 	struct sr_cqe e = {0};
@@ -277,6 +294,7 @@ static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, struct sr
 	e.imm_data = imm;
 	e.qp_num = t->qpn;
 	e.src_qp = src_qp;
+	e.sl = sl;
 	if (!slot)
 		slot = sr_cq_reserve(ctx->arena, cq, sr_signal_fd, ctx);
 	if (slot)
@@ -385,13 +403,14 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 		}
 	}
 	push_recv_cqe(ctx, t, slot, rq_consume(ctx, &r), rw->wr_id, IBV_WC_SUCCESS, op,
-		      (uint32_t)need, flags, imm, src_qpn, w->flags & SR_WQE_SOLICITED);
+		      (uint32_t)need, flags, imm, src_qpn, w->flags & SR_WQE_SOLICITED,
+		      grh ? roce_pkt_type(grh) : 0);
 	sr_shm_unlock(r.lock);
 	return X_DONE;
 
 fail:
 	push_recv_cqe(ctx, t, NULL, rq_consume(ctx, &r), rw->wr_id, rst, op, 0, 0, 0, src_qpn,
-		      false);
+		      false, 0);
 	sr_shm_unlock(r.lock);
 	if (type == IBV_QPT_UD)
 		return X_DONE; /* a datagram's failure stays at the responder */
@@ -1247,7 +1266,7 @@ enum ibv_wc_status sr_resp_recv_finish(struct sr_context *ctx, struct sr_qp_shm 
 	rq_of(ctx->arena, t, &r);
 	sr_shm_lock(r.lock);
 	push_recv_cqe(ctx, t, NULL, tk->index, tk->wr_id, st, op, byte_len, flags, imm, src_qpn,
-		      solicited);
+		      solicited, 0);
 	sr_shm_unlock(r.lock);
 	return st;
 }

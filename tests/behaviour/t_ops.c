@@ -131,6 +131,7 @@ static void check_agent_recv(struct env *e, uint64_t wr_id, const struct piece *
 		struct ibv_grh *grh = (struct ibv_grh *)got;
 
 		CHECK(wc.wc_flags & IBV_WC_GRH);
+		CHECK_EQ(wc.sl, roce_ud_sl(&e->d.gid, &e->ag.gid));
 		CHECK_EQ(wc.src_qp, e->qp->qp_num);
 		agent_gather(&e->ag, &e->ar, rp, rn, got, len + hdr);
 		CHECK_GRH(grh, &e->d.gid, &e->ag.gid);
@@ -335,6 +336,7 @@ static void ud_reply(struct env *e, int i)
 	CHECK_EQ(wc.byte_len, len + GRH_LEN);
 	CHECK_EQ(wc.src_qp, e->aq.qpn);
 	CHECK(wc.wc_flags & IBV_WC_GRH);
+	CHECK_EQ(wc.sl, roce_ud_sl(&e->ag.gid, &e->d.gid));
 	layout_gather(rp, rn, e->lr.p, got, len + GRH_LEN);
 	CHECK_GRH(got, &e->ag.gid, &e->d.gid);
 	CHECK_PAT(got + GRH_LEN, len, stream, 0);

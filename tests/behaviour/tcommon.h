@@ -76,6 +76,14 @@ static inline bool gid_is_ipv4(const union ibv_gid *g)
 	return !memcmp(g->raw, prefix, 12);
 }
 
+/* wc.sl of a RoCE UD receive, as a ConnectX gives it: the packet type,
+ * 0x8 (UDP: RoCEv2) | 2 for an IPv4 header, | 1 for IPv6 (UCX's UD
+ * transport reads it to find the destination address) */
+static inline uint8_t roce_ud_sl(const union ibv_gid *sgid, const union ibv_gid *dgid)
+{
+	return 0x8 | (gid_is_ipv4(sgid) && gid_is_ipv4(dgid) ? 0x2 : 0x1);
+}
+
 #define CHECK_GRH(buf, sgid, dgid) check_grh(__FILE__, __LINE__, (buf), (sgid), (dgid))
 static inline void check_grh(const char *file, int line, const void *buf, const union ibv_gid *sgid,
 			     const union ibv_gid *dgid)
