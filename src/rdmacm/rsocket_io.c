@@ -491,27 +491,46 @@ static size_t iov_total(const struct iovec *iov, int cnt)
 	return t;
 }
 
-static ssize_t rs_sendv(int socket, const struct iovec *iov, int iovcnt, int flags)
+/*
+ * The common start of a vector send or receive: the socket (held, its
+ * lock taken), the bytes the iovec asks for (at most SSIZE_MAX), whether
+ * the call may block, and connection progress first.  NULL with errno set
+ * (EBADF, EINVAL) if there is nothing to do it on.
+ */
+static struct rs *io_begin(int socket, const struct iovec *iov, int iovcnt, int flags, size_t *len,
+			   bool *nb)
 {
 	struct rs *rs = rs_get(socket);
+
+	if (!rs) {
+		rs_set_errno(EBADF);
+		return NULL;
+	}
+	if (iovcnt < 0 || (iovcnt && !iov)) {
+		rs_put(rs);
+		rs_set_errno(EINVAL);
+		return NULL;
+	}
+	*len = iov_total(iov, iovcnt);
+	if (*len > SSIZE_MAX)
+		*len = SSIZE_MAX;
+	pthread_mutex_lock(&rs->lock);
+	*nb = rs->nonblock || (flags & MSG_DONTWAIT);
+	if (rs->state != RS_CONNECTED)
+		rs_cm_progress(rs);
+	return rs;
+}
+
+static ssize_t rs_sendv(int socket, const struct iovec *iov, int iovcnt, int flags)
+{
 	struct iov_cur c = {iov, iovcnt, 0, 0};
 	size_t total, sent = 0;
 	bool nb;
 	int e = 0;
+	struct rs *rs = io_begin(socket, iov, iovcnt, flags, &total, &nb);
 
 	if (!rs)
-		return rs_set_errno(EBADF);
-	if (iovcnt < 0 || (iovcnt && !iov)) {
-		rs_put(rs);
-		return rs_set_errno(EINVAL);
-	}
-	total = iov_total(iov, iovcnt);
-	if (total > SSIZE_MAX)
-		total = SSIZE_MAX;
-	pthread_mutex_lock(&rs->lock);
-	nb = rs->nonblock || (flags & MSG_DONTWAIT);
-	if (rs->state != RS_CONNECTED)
-		rs_cm_progress(rs);
+		return -1;
 	while (sent < total || !total) {
 		ssize_t n;
 
@@ -569,25 +588,14 @@ static void ring_copy(struct rs *rs, uint32_t skip, struct iov_cur *c, size_t le
 
 static ssize_t rs_recvv(int socket, const struct iovec *iov, int iovcnt, int flags)
 {
-	struct rs *rs = rs_get(socket);
 	struct iov_cur c = {iov, iovcnt, 0, 0};
 	size_t want, got = 0;
 	bool nb, waitall = flags & MSG_WAITALL, peek = flags & MSG_PEEK;
 	int e = 0;
+	struct rs *rs = io_begin(socket, iov, iovcnt, flags, &want, &nb);
 
 	if (!rs)
-		return rs_set_errno(EBADF);
-	if (iovcnt < 0 || (iovcnt && !iov)) {
-		rs_put(rs);
-		return rs_set_errno(EINVAL);
-	}
-	want = iov_total(iov, iovcnt);
-	if (want > SSIZE_MAX)
-		want = SSIZE_MAX;
-	pthread_mutex_lock(&rs->lock);
-	nb = rs->nonblock || (flags & MSG_DONTWAIT);
-	if (rs->state != RS_CONNECTED)
-		rs_cm_progress(rs);
+		return -1;
 	while (got < want) {
 		uint32_t have;
 

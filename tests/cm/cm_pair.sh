@@ -17,6 +17,7 @@
 set -u
 here=$(dirname "$0")
 source "$here/../lib.sh"
+source "$here/cm_common.sh"
 build=$1 sre=$2 cre=$3
 shift 3
 srv=() cli=()
@@ -46,21 +47,7 @@ esac
 start=$(date +%s.%N)
 timeout 120 stdbuf -oL "$SR" run -- "${cli[@]}" >"$log/client" 2>&1
 crc=$?
-if [ "${CM_SERVER_STAYS:-0}" = 1 ]; then
-	if kill -0 "$spid" 2>/dev/null; then
-		kill "$spid"
-		wait "$spid"
-		src=0
-	else
-		wait "$spid"
-		src=$?
-		echo "FAIL: the server was gone before the client finished"
-		[ $src = 0 ] && src=1
-	fi
-else
-	wait "$spid"
-	src=$?
-fi
+cm_reap_server "$spid"
 echo "--- client: ${cli[*]} (rc $crc, $(echo "$(date +%s.%N) - $start" | bc) s)"
 cat "$log/client"
 echo "--- server: ${srv[*]} (rc $src)"

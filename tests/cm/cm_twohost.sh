@@ -20,6 +20,7 @@
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
+source "$here/cm_common.sh"
 build=$1 mtu=$2 sre=$3 cre=$4
 shift 4
 srv=() cli=()
@@ -54,21 +55,7 @@ start=$(date +%s.%N)
 on_b timeout 120 stdbuf -oL "${cli[@]}" >"$log/client" 2>&1
 crc=$?
 secs=$(echo "$(date +%s.%N) - $start" | bc)
-if [ "${CM_SERVER_STAYS:-0}" = 1 ]; then
-	if kill -0 "$spid" 2>/dev/null; then
-		kill "$spid"
-		wait "$spid"
-		src=0
-	else
-		wait "$spid"
-		src=$?
-		echo "FAIL: the server was gone before the client finished"
-		[ $src = 0 ] && src=1
-	fi
-else
-	wait "$spid"
-	src=$?
-fi
+cm_reap_server "$spid"
 echo "--- client in b: ${cli[*]} (rc $crc, $secs s)"
 cat "$log/client"
 echo "--- server in a: ${srv[*]} (rc $src)"
