@@ -576,7 +576,7 @@ unsigned sr_eng_rx_tap(struct sr_engine *e, uint8_t *buf, uint32_t len, const ui
 
 static void send_held(const struct held *h)
 {
-	struct sockaddr_in6 dst = {.sin6_family = AF_INET6, .sin6_port = htons(SR_ROCE_PORT)};
+	struct sockaddr_in6 dst;
 	union {
 		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
 		struct cmsghdr align;
@@ -587,28 +587,8 @@ static void send_held(const struct held *h)
 			    .msg_iov = &iov,
 			    .msg_iovlen = 1,
 			    .msg_control = ctl.buf};
-	struct cmsghdr *cm = &ctl.align;
 
-	memset(&ctl, 0, sizeof(ctl));
-	memcpy(&dst.sin6_addr, h->dgid, 16);
-	if (!memcmp(h->sgid, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12)) {
-		struct in_pktinfo pi = {0};
-
-		memcpy(&pi.ipi_spec_dst, h->sgid + 12, 4);
-		cm->cmsg_level = IPPROTO_IP;
-		cm->cmsg_type = IP_PKTINFO;
-		cm->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-	} else {
-		struct in6_pktinfo pi = {0};
-
-		memcpy(&pi.ipi6_addr, h->sgid, 16);
-		cm->cmsg_level = IPPROTO_IPV6;
-		cm->cmsg_type = IPV6_PKTINFO;
-		cm->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-	}
-	mh.msg_controllen = CMSG_SPACE(cm->cmsg_len - CMSG_LEN(0));
+	mh.msg_controllen = sr_udp_route(&dst, &ctl.align, h->sgid, h->dgid);
 	if (sendmsg(h->sock, &mh, MSG_DONTWAIT) < 0)
 		sr_dbg("engine: fault: held datagram lost: %m"); /* as on a wire */
 }

@@ -49,12 +49,40 @@ int sr_udp_socket(uint16_t port, uint16_t *bound)
 	return fd;
 }
 
+size_t sr_udp_route(struct sockaddr_in6 *dst, struct cmsghdr *cm, const uint8_t sgid[16],
+		    const uint8_t dgid[16])
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->sin6_family = AF_INET6;
+	dst->sin6_port = htons(SR_ROCE_PORT);
+	memcpy(&dst->sin6_addr, dgid, 16);
+	memset(cm, 0, CMSG_SPACE(sizeof(struct in6_pktinfo)));
+	if (sr_gid_is_v4(sgid)) {
+		struct in_pktinfo pi = {0};
+
+		memcpy(&pi.ipi_spec_dst, sgid + 12, 4);
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		return CMSG_SPACE(sizeof(pi));
+	}
+	struct in6_pktinfo pi = {0};
+
+	memcpy(&pi.ipi6_addr, sgid, 16);
+	cm->cmsg_level = IPPROTO_IPV6;
+	cm->cmsg_type = IPV6_PKTINFO;
+	cm->cmsg_len = CMSG_LEN(sizeof(pi));
+	memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+	return CMSG_SPACE(sizeof(pi));
+}
+
 void sr_udp_build(struct sr_udp_pkt *t, const uint8_t sgid[16], const uint8_t dgid[16],
 		  uint16_t sport, const uint8_t *hdr, unsigned hlen, const struct iovec *pay,
 		  unsigned npay, uint32_t paylen)
 {
 	unsigned pad = (4 - (paylen & 3)) & 3, n = 0;
-	struct cmsghdr *cm;
+	size_t ctl_len;
 
 	memcpy(t->hdr, hdr, hlen);
 	t->hdr[1] = (uint8_t)((t->hdr[1] & ~0x30) | (pad << 4));
@@ -72,35 +100,13 @@ void sr_udp_build(struct sr_udp_pkt *t, const uint8_t sgid[16], const uint8_t dg
 		t->iov[n++] = (struct iovec){t->trailer, SR_ICRC_LEN};
 	t->niov = n;
 	t->len = hlen + paylen + pad + SR_ICRC_LEN;
-	memset(&t->dst, 0, sizeof(t->dst));
-	t->dst.sin6_family = AF_INET6;
-	t->dst.sin6_port = htons(SR_ROCE_PORT);
-	memcpy(&t->dst.sin6_addr, dgid, 16);
-	memset(&t->ctl, 0, sizeof(t->ctl));
-	cm = &t->ctl.align;
-	if (sr_gid_is_v4(sgid)) {
-		struct in_pktinfo pi = {0};
-
-		memcpy(&pi.ipi_spec_dst, sgid + 12, 4);
-		cm->cmsg_level = IPPROTO_IP;
-		cm->cmsg_type = IP_PKTINFO;
-		cm->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-	} else {
-		struct in6_pktinfo pi = {0};
-
-		memcpy(&pi.ipi6_addr, sgid, 16);
-		cm->cmsg_level = IPPROTO_IPV6;
-		cm->cmsg_type = IPV6_PKTINFO;
-		cm->cmsg_len = CMSG_LEN(sizeof(pi));
-		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-	}
+	ctl_len = sr_udp_route(&t->dst, &t->ctl.align, sgid, dgid);
 	t->mh = (struct msghdr){.msg_name = &t->dst,
 				.msg_namelen = sizeof(t->dst),
 				.msg_iov = t->iov,
 				.msg_iovlen = n,
 				.msg_control = t->ctl.buf,
-				.msg_controllen = CMSG_SPACE(cm->cmsg_len - CMSG_LEN(0))};
+				.msg_controllen = ctl_len};
 }
 
 int sr_udp_gro(int fd)

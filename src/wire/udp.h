@@ -42,6 +42,12 @@ struct sr_udp_pkt {
  * in *bound.  -errno on failure. */
 int sr_udp_socket(uint16_t port, uint16_t *bound);
 
+/* The destination (dgid, port 4791) and the control message that sends
+ * from sgid (IP_PKTINFO / IPV6_PKTINFO) into *dst and cm, which has room
+ * for CMSG_SPACE(sizeof(struct in6_pktinfo)); returns msg_controllen. */
+size_t sr_udp_route(struct sockaddr_in6 *dst, struct cmsghdr *cm, const uint8_t sgid[16],
+		    const uint8_t dgid[16]);
+
 /* Builds a datagram in *t from sgid:sport to dgid:4791: the headers (hlen
  * bytes; PadCnt is filled in), then at most 32 payload pieces of paylen
  * bytes in all, read in place when it is sent.  t->mh is ready for
