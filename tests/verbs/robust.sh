@@ -28,7 +28,15 @@ fail() {
 }
 
 nfds() { ls "/proc/$SR_DAEMON_PID/fd" | wc -l; }
+# The baseline is the fewest descriptors seen over 0.5 s: the connection of
+# the "softrdma status" that sr_setup waited with can still be open for a
+# moment, and counting it made the end look like a descriptor was lost.
 base=$(nfds)
+for _ in $(seq 10); do
+	sleep 0.05
+	n=$(nfds)
+	[ "$n" -lt "$base" ] && base=$n
+done
 
 sr_bg "$tmp/good.log" "$abuse" good "$tmp/stop"
 good=$SR_LAST_PID
@@ -43,11 +51,11 @@ cat "$tmp/abuse.log" "$tmp/good.log"
 kill -0 "$SR_DAEMON_PID" 2>/dev/null || fail "the daemon died"
 
 for _ in $(seq 100); do
-	"$SR" status | grep -q '^0 process(es) with resources$' && [ "$(nfds)" = "$base" ] && break
+	"$SR" status | grep -q '^0 process(es) with resources$' && [ "$(nfds)" -le "$base" ] && break
 	sleep 0.05
 done
 "$SR" status | grep -q '^0 process(es) with resources$' || fail "resources left: $("$SR" status)"
-[ "$(nfds)" = "$base" ] || fail "the daemon holds $(nfds) descriptors, $base at the start"
+[ "$(nfds)" -le "$base" ] || fail "the daemon holds $(nfds) descriptors, $base at the start"
 "$abuse" once || fail "a new client does not work"
 # Debian's ibv_devinfo cannot load a sanitized libibverbs (build-asan/tsan)
 if grep -q '^SOFTRDMA_SANITIZE:STRING=$' "$SR_BUILD/CMakeCache.txt"; then
