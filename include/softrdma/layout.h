@@ -59,7 +59,9 @@
 #define SR_GID_TBL_LEN	    16
 #define SR_PKEY_TBL_LEN	    1
 #define SR_NUM_COMP_VECTORS 1
-#define SR_DB_SLOTS	    4096 /* engine doorbell queue (power of two) */
+#define SR_DB_SLOTS	    4096	/* engine doorbell queue (power of two) */
+#define SR_UDTX_SLOTS	    64		/* UD datagrams handed to the engine (power of two) */
+#define SR_UDTX_DATA	    (40 + 4096) /* headers (wire/bth.h SR_MAX_HDR_LEN) + MTU */
 
 /* Memory-key table entry.  Readers (any process) validate remote and local
  * accesses against it; the daemon writes it.  `seq` is a seqlock: odd while
@@ -373,6 +375,19 @@ struct sr_epoch_slot {
 };
 static_assert(sizeof(struct sr_epoch_slot) == SR_CACHELINE, "one slot per line");
 
+/* A UD datagram to another host that the posting thread hands to the
+ * engine instead of sending it itself, while the engine's transmit taps
+ * (fault injection, capture) are on: the cell of a bounded multi-producer
+ * queue (the doorbell's algorithm, engine/doorbell.h), then the packet. */
+struct sr_udtx_slot {
+	_Atomic uint64_t seq; /* sequence << 32, as a doorbell cell */
+	uint8_t sgid[16], dgid[16];
+	uint32_t qpn;  /* the sending QP: its socket and UDP source port */
+	uint32_t hlen; /* BTH, DETH, ImmDt */
+	uint32_t paylen;
+	uint8_t data[SR_UDTX_DATA]; /* headers, then payload */
+};
+
 struct sr_arena_hdr {
 	uint64_t magic;
 	uint32_t version;
@@ -383,6 +398,7 @@ struct sr_arena_hdr {
 	uint64_t srqtab_off;
 	uint64_t mcasttab_off;
 	uint64_t epochtab_off;
+	uint64_t udtxtab_off; /* struct sr_udtx_slot[SR_UDTX_SLOTS] */
 	uint64_t heap_off;
 	uint64_t heap_size;
 	_Atomic uint64_t reg_seq; /* source of sr_key_entry.reg_seq */
@@ -402,6 +418,16 @@ struct sr_arena_hdr {
 	alignas(SR_CACHELINE) _Atomic uint64_t db_tail; /* the engine: next slot to read */
 	_Atomic uint32_t db_overflow; /* a producer found the queue full: the engine rescans */
 	alignas(SR_CACHELINE) _Atomic uint64_t db_ring[SR_DB_SLOTS]; /* (seq << 32) | qpn */
+	/* UD datagrams to other hosts: the engine raises wire_taps while a
+	 * transmit fault or a capture is on, and posting threads then queue
+	 * them on udtx (struct sr_udtx_slot) instead of sending them; what they
+	 * send themselves they count in ud_direct (packets, bytes), which
+	 * `softrdma status` adds to the engine's tx counters */
+	alignas(SR_CACHELINE) _Atomic uint32_t wire_taps;
+	_Atomic uint64_t ud_direct[2];
+	_Atomic uint64_t udtx_full; /* queue full: datagram dropped */
+	alignas(SR_CACHELINE) _Atomic uint64_t udtx_head;
+	alignas(SR_CACHELINE) _Atomic uint64_t udtx_tail;
 };
 
 /*
@@ -439,6 +465,9 @@ static inline uint32_t sr_arena_layout_version(void)
 	    sizeof(struct sr_epoch_slot),
 	    offsetof(struct sr_arena_hdr, epoch),
 	    offsetof(struct sr_arena_hdr, db_ring),
+	    offsetof(struct sr_arena_hdr, udtx_head),
+	    sizeof(struct sr_udtx_slot),
+	    SR_UDTX_SLOTS,
 	    offsetof(struct sr_qp_shm, wire),
 	    SR_DB_SLOTS,
 	    SR_MAX_EPOCH_SLOTS,
@@ -480,6 +509,12 @@ static inline struct sr_qpn_slot *sr_arena_srqtab(void *base)
 {
 	const struct sr_arena_hdr *h = base;
 	return (struct sr_qpn_slot *)((char *)base + h->srqtab_off);
+}
+
+static inline struct sr_udtx_slot *sr_arena_udtxtab(void *base)
+{
+	const struct sr_arena_hdr *h = base;
+	return (struct sr_udtx_slot *)((char *)base + h->udtxtab_off);
 }
 
 static inline struct sr_mcast_group *sr_arena_mcasttab(void *base)

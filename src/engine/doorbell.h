@@ -16,11 +16,17 @@
  * queue once more before it blocks; a poster publishes, fences, then reads
  * engine_sleeping and writes the eventfd only if it is set (a Dekker pair:
  * one of them always sees the other, so no doorbell is lost).
+ *
+ * The same queue algorithm carries UD datagrams to other hosts that
+ * posting threads hand to the engine while its transmit taps are on
+ * (struct sr_udtx_slot): the engine then injects faults into them,
+ * captures and counts them like its own packets.
  */
 #ifndef SR_ENGINE_DOORBELL_H
 #define SR_ENGINE_DOORBELL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <softrdma/layout.h>
@@ -33,55 +39,149 @@ static inline void sr_db_init(struct sr_arena_hdr *h)
 	atomic_store_explicit(&h->db_tail, 0, memory_order_relaxed);
 }
 
+/*
+ * The queue's core, shared by the doorbell (cells are the ring's words)
+ * and the UD transmit queue (cells are the first word of each slot, at a
+ * stride): a producer claims position pos when its cell's sequence (the
+ * high 32 bits) equals pos; it returns the cell, or NULL when the queue is
+ * full.  The producer then fills the slot and publishes it with
+ * sr_mpsc_publish (sequence pos + 1); the consumer sees it ready, uses it
+ * and hands it back with sr_mpsc_release (sequence pos + slots).
+ */
+static inline _Atomic uint64_t *sr_mpsc_cell(_Atomic uint64_t *cell0, size_t stride, uint64_t slots,
+					     uint64_t pos)
+{
+	return (_Atomic uint64_t *)((char *)cell0 + (pos & (slots - 1)) * stride);
+}
+
+static inline _Atomic uint64_t *sr_mpsc_claim(_Atomic uint64_t *head, _Atomic uint64_t *cell0,
+					      size_t stride, uint64_t slots, uint64_t *posp)
+{
+	uint64_t pos = atomic_load_explicit(head, memory_order_relaxed);
+
+	for (;;) {
+		_Atomic uint64_t *cell = sr_mpsc_cell(cell0, stride, slots, pos);
+		uint32_t seq = (uint32_t)(atomic_load_explicit(cell, memory_order_acquire) >> 32);
+		int32_t dif = (int32_t)(seq - (uint32_t)pos);
+
+		if (dif == 0) {
+			if (atomic_compare_exchange_weak_explicit(
+				head, &pos, pos + 1, memory_order_relaxed, memory_order_relaxed)) {
+				*posp = pos;
+				return cell;
+			}
+		} else if (dif < 0) {
+			return NULL;
+		} else {
+			pos = atomic_load_explicit(head, memory_order_relaxed);
+		}
+	}
+}
+
+/* pairs with the consumer's load-acquire in sr_mpsc_ready */
+static inline void sr_mpsc_publish(_Atomic uint64_t *cell, uint64_t pos, uint32_t low)
+{
+	atomic_store_explicit(cell, ((uint64_t)(uint32_t)(pos + 1) << 32) | low,
+			      memory_order_release);
+}
+
+/* The consumer: the cell at *tail if it is published (its word in *v). */
+static inline _Atomic uint64_t *sr_mpsc_ready(_Atomic uint64_t *tail, _Atomic uint64_t *cell0,
+					      size_t stride, uint64_t slots, uint64_t *v)
+{
+	uint64_t pos = atomic_load_explicit(tail, memory_order_relaxed);
+	_Atomic uint64_t *cell = sr_mpsc_cell(cell0, stride, slots, pos);
+
+	*v = atomic_load_explicit(cell, memory_order_acquire);
+	return (uint32_t)(*v >> 32) == (uint32_t)(pos + 1) ? cell : NULL;
+}
+
+/* The consumer is done with the cell at *tail: producers may claim it again
+ * one lap later. */
+static inline void sr_mpsc_release(_Atomic uint64_t *tail, _Atomic uint64_t *cell, uint64_t slots)
+{
+	uint64_t pos = atomic_load_explicit(tail, memory_order_relaxed);
+
+	atomic_store_explicit(cell, (uint64_t)(uint32_t)(pos + slots) << 32, memory_order_release);
+	atomic_store_explicit(tail, pos + 1, memory_order_relaxed);
+}
+
+/* Whether the engine sleeps (and must be woken by its eventfd) after a
+ * producer published. */
+static inline bool sr_db_sleeping(struct sr_arena_hdr *h)
+{
+	/* pairs with the engine's fence between raising engine_sleeping and
+	 * its last look at the queues */
+	atomic_thread_fence(memory_order_seq_cst);
+	return atomic_load_explicit(&h->engine_sleeping, memory_order_relaxed);
+}
+
 /* Producer.  Returns true if the engine sleeps and must be woken. */
 static inline bool sr_db_ring(struct sr_arena_hdr *h, struct sr_qp_shm *qp)
 {
 	if (!atomic_exchange_explicit(&qp->wire_db, 1, memory_order_acq_rel)) {
-		uint64_t pos = atomic_load_explicit(&h->db_head, memory_order_relaxed);
+		uint64_t pos;
+		_Atomic uint64_t *cell = sr_mpsc_claim(&h->db_head, h->db_ring,
+						       sizeof(h->db_ring[0]), SR_DB_SLOTS, &pos);
 
-		for (;;) {
-			_Atomic uint64_t *cell = &h->db_ring[pos & (SR_DB_SLOTS - 1)];
-			uint32_t seq =
-			    (uint32_t)(atomic_load_explicit(cell, memory_order_acquire) >> 32);
-			int32_t dif = (int32_t)(seq - (uint32_t)pos);
-
-			if (dif == 0) {
-				if (atomic_compare_exchange_weak_explicit(
-					&h->db_head, &pos, pos + 1, memory_order_relaxed,
-					memory_order_relaxed)) {
-					/* pairs with sr_db_pop's load-acquire */
-					atomic_store_explicit(
-					    cell, ((uint64_t)(uint32_t)(pos + 1) << 32) | qp->qpn,
-					    memory_order_release);
-					break;
-				}
-			} else if (dif < 0) {
-				atomic_store_explicit(&h->db_overflow, 1, memory_order_release);
-				break;
-			} else {
-				pos = atomic_load_explicit(&h->db_head, memory_order_relaxed);
-			}
-		}
+		if (cell)
+			sr_mpsc_publish(cell, pos, qp->qpn);
+		else
+			atomic_store_explicit(&h->db_overflow, 1, memory_order_release);
 	}
-	/* pairs with the engine's fence between raising engine_sleeping and
-	 * its last look at the queue */
-	atomic_thread_fence(memory_order_seq_cst);
-	return atomic_load_explicit(&h->engine_sleeping, memory_order_relaxed);
+	return sr_db_sleeping(h);
 }
 
 /* The engine (single consumer): the next QPN, or 0 if the queue is empty. */
 static inline uint32_t sr_db_pop(struct sr_arena_hdr *h)
 {
-	uint64_t pos = atomic_load_explicit(&h->db_tail, memory_order_relaxed);
-	_Atomic uint64_t *cell = &h->db_ring[pos & (SR_DB_SLOTS - 1)];
-	uint64_t v = atomic_load_explicit(cell, memory_order_acquire);
+	uint64_t v;
+	_Atomic uint64_t *cell =
+	    sr_mpsc_ready(&h->db_tail, h->db_ring, sizeof(h->db_ring[0]), SR_DB_SLOTS, &v);
 
-	if ((uint32_t)(v >> 32) != (uint32_t)(pos + 1))
+	if (!cell)
 		return 0;
-	atomic_store_explicit(cell, (uint64_t)(uint32_t)(pos + SR_DB_SLOTS) << 32,
-			      memory_order_release);
-	atomic_store_explicit(&h->db_tail, pos + 1, memory_order_relaxed);
+	sr_mpsc_release(&h->db_tail, cell, SR_DB_SLOTS);
 	return (uint32_t)v;
+}
+
+/* The UD transmit queue (struct sr_udtx_slot): a producer's slot to fill,
+ * or NULL if the queue is full. */
+static inline struct sr_udtx_slot *sr_udtx_claim(struct sr_arena_hdr *h, uint64_t *pos)
+{
+	struct sr_udtx_slot *tab = sr_arena_udtxtab(h);
+
+	if (!sr_mpsc_claim(&h->udtx_head, &tab[0].seq, sizeof(*tab), SR_UDTX_SLOTS, pos))
+		return NULL;
+	return &tab[*pos & (SR_UDTX_SLOTS - 1)];
+}
+
+/* The engine: the k-th slot after the queue's tail if it is published (and
+ * so are the k before it, which the caller has looked at), or NULL. */
+static inline struct sr_udtx_slot *sr_udtx_at(struct sr_arena_hdr *h, uint64_t k)
+{
+	struct sr_udtx_slot *tab = sr_arena_udtxtab(h);
+	uint64_t pos = atomic_load_explicit(&h->udtx_tail, memory_order_relaxed) + k;
+	struct sr_udtx_slot *t = &tab[pos & (SR_UDTX_SLOTS - 1)];
+
+	return (uint32_t)(atomic_load_explicit(&t->seq, memory_order_acquire) >> 32) ==
+		       (uint32_t)(pos + 1)
+		   ? t
+		   : NULL;
+}
+
+static inline struct sr_udtx_slot *sr_udtx_peek(struct sr_arena_hdr *h)
+{
+	return sr_udtx_at(h, 0);
+}
+
+/* The engine is done with the slot at the tail. */
+static inline void sr_udtx_release(struct sr_arena_hdr *h)
+{
+	struct sr_udtx_slot *t = sr_udtx_peek(h);
+
+	if (t)
+		sr_mpsc_release(&h->udtx_tail, &t->seq, SR_UDTX_SLOTS);
 }
 
 static inline bool sr_db_empty(struct sr_arena_hdr *h)
@@ -91,7 +191,7 @@ static inline bool sr_db_empty(struct sr_arena_hdr *h)
 	    atomic_load_explicit(&h->db_ring[pos & (SR_DB_SLOTS - 1)], memory_order_acquire);
 
 	return (uint32_t)(v >> 32) != (uint32_t)(pos + 1) &&
-	       !atomic_load_explicit(&h->db_overflow, memory_order_acquire);
+	       !atomic_load_explicit(&h->db_overflow, memory_order_acquire) && !sr_udtx_peek(h);
 }
 
 #endif

@@ -379,6 +379,35 @@ static void run_doorbells(struct sr_engine *e)
 	}
 }
 
+/*
+ * UD datagrams that posting threads queued while the transmit taps are on
+ * (exec.c udtx_queue): sent like the engine's own packets, through the
+ * fault taps and the capture.  The slots hold the bytes the batch's iovecs
+ * point at, so they go back to the producers only after the flush.
+ */
+static void run_udtx(struct sr_engine *e)
+{
+	struct sr_arena_hdr *h = e->arena;
+	struct sr_udtx_slot *t;
+	uint64_t k = 0;
+
+	while (k < SR_UDTX_SLOTS && (t = sr_udtx_at(h, k))) {
+		uint32_t hl = t->hlen, pl = t->paylen; /* the arena is the user's */
+		unsigned i = t->qpn % SR_ENG_SOCKS;
+
+		k++;
+		if (hl < SR_BTH_LEN || hl > SR_MAX_HDR_LEN || pl > SR_UDTX_DATA - hl)
+			continue; /* a process of the user scribbled on the slot */
+		sr_eng_send(e, NULL, t->sgid, t->dgid, e->socks[i], e->sports[i], t->data, hl,
+			    &(struct iovec){t->data + hl, pl}, 1, pl);
+	}
+	if (!k)
+		return;
+	sr_eng_flush_tx(e);
+	while (k--)
+		sr_udtx_release(h);
+}
+
 /* Runs due timers; returns the earliest deadline still pending (0: none). */
 static uint64_t run_timers(struct sr_engine *e)
 {
@@ -452,8 +481,13 @@ static void *engine_main(void *arg)
 
 		sr_epoch_enter(e->arena);
 		sr_eng_ctl_poll(e); /* the daemon's requests (ctl.h) */
+		/* posting threads hand their UD datagrams to us while these are on */
+		atomic_store_explicit(&h->wire_taps,
+				      e->trace || (e->fault && sr_fault_tx_on(e->fault)),
+				      memory_order_relaxed);
 		e->now = now_ns();
 		run_doorbells(e);
+		run_udtx(e);
 		sr_eng_gsi_turn(e); /* the CM agent's MADs (gsi.c) */
 		busy = rx_batch(e);
 		e->now = now_ns();
@@ -506,16 +540,27 @@ void sr_engine_status(char *buf, size_t len)
 	    "naks_sent",    "naks_received", "rnr_naks_sent", "rnr_naks_received", "probes",
 	    "placed_ahead", "gso_sends",     "gso_datagrams", "gro_receives",	   "gro_datagrams"};
 	struct sr_engine *e = engine_for_status;
+	struct sr_arena_hdr *h;
 	size_t n = 0;
 
 	buf[0] = 0;
 	if (!e)
 		return;
+	h = e->arena;
 	n += (size_t)snprintf(buf + n, len - n, "  roce v2 (udp %d):", SR_ROCE_PORT);
-	for (int i = 0; i < SR_ENG_CNT_MAX && n < len; i++)
+	for (int i = 0; i < SR_ENG_CNT_MAX && n < len; i++) {
+		uint64_t v = atomic_load_explicit(&e->cnt[i], memory_order_relaxed);
+
+		/* UD datagrams that posting threads sent themselves */
+		if (i == SR_ENG_TX_PKTS || i == SR_ENG_TX_BYTES)
+			v += atomic_load_explicit(&h->ud_direct[i == SR_ENG_TX_BYTES],
+						  memory_order_relaxed);
+		n += (size_t)snprintf(buf + n, len - n, " %s %llu", name[i], (unsigned long long)v);
+	}
+	if (n < len)
 		n += (size_t)snprintf(
-		    buf + n, len - n, " %s %llu", name[i],
-		    (unsigned long long)atomic_load_explicit(&e->cnt[i], memory_order_relaxed));
+		    buf + n, len - n, " ud_queue_full %llu",
+		    (unsigned long long)atomic_load_explicit(&h->udtx_full, memory_order_relaxed));
 	for (int i = 1; i < SR_DROP_MAX && n < len; i++)
 		n += (size_t)snprintf(
 		    buf + n, len - n, " drop_%s %llu", sr_drop_name[i],

@@ -465,6 +465,11 @@ static bool hold(struct sr_fault *f, enum sr_fault_dir d, unsigned mask, int soc
 	return true;
 }
 
+bool sr_fault_tx_on(const struct sr_fault *f)
+{
+	return f->cfg.dir[SR_FAULT_TX].on;
+}
+
 /* A packet went through in direction d: reordered ones may follow it. */
 static void passed(struct sr_fault *f, enum sr_fault_dir d)
 {

@@ -98,6 +98,8 @@ struct sr_fault *sr_fault_new(const struct sr_fault_cfg *cfg);
  * held packets are released at the next turn. */
 void sr_fault_set(struct sr_fault *f, const struct sr_fault_cfg *cfg);
 void sr_fault_free(struct sr_fault *f);
+/* Whether transmit faults are set (the engine then takes posters' UD). */
+bool sr_fault_tx_on(const struct sr_fault *f);
 void sr_fault_counts(const struct sr_fault *f, struct sr_fault_counts *out);
 
 /* The decision for one packet: a mask of (1 << enum sr_fault_kind), and

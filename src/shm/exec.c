@@ -21,12 +21,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/copy.h"
 #include "core/log.h"
 #include "core/idalloc.h"
 #include "core/seqlock.h"
 #include "core/shmlock.h"
+#include "engine/doorbell.h"
 #include "shm/exec.h"
 #include "shm/fdcache.h"
 #include "shm/mrmap.h"
@@ -538,15 +540,60 @@ uint32_t sr_mcast_members(void *arena, const uint8_t *mgid, uint32_t *qpn)
 
 static pthread_mutex_t ud_sock_mu = PTHREAD_MUTEX_INITIALIZER;
 
+static_assert(SR_UDTX_DATA >= SR_MAX_HDR_LEN + 4096, "a UD transmit slot holds an MTU");
+
+/*
+ * While the engine's transmit taps are on (a fault rule, a capture), a UD
+ * datagram to another host goes through the engine, so that it is captured,
+ * counted and subject to the rules like the engine's own packets: copied
+ * into the arena's UD transmit queue (doorbell.h).  A full queue holds the
+ * poster up to 10 ms, as a NIC's full send queue would, then the datagram
+ * is dropped and counted (`udtx_full`).
+ */
+static void udtx_queue(struct xfer *x, const uint8_t *h, unsigned hl, const struct seg *src,
+		       unsigned ns, uint64_t len)
+{
+	struct sr_context *ctx = x->ctx;
+	struct sr_arena_hdr *ah = ctx->arena;
+	struct sr_udtx_slot *t;
+	uint64_t pos, off = hl;
+
+	for (unsigned tries = 0; !(t = sr_udtx_claim(ah, &pos)); tries++) {
+		struct timespec ts = {0, 10000};
+
+		if (tries == 1000) {
+			atomic_fetch_add_explicit(&ah->udtx_full, 1, memory_order_relaxed);
+			return;
+		}
+		nanosleep(&ts, NULL);
+	}
+	memcpy(t->sgid, x->w->ud_sgid, 16);
+	memcpy(t->dgid, x->w->ud_dgid, 16);
+	t->qpn = x->qp->qpn;
+	t->hlen = hl;
+	t->paylen = (uint32_t)len;
+	memcpy(t->data, h, hl);
+	for (unsigned i = 0; i < ns; i++) {
+		if (src[i].len)
+			memcpy(t->data + off, src[i].p, src[i].len);
+		off += src[i].len;
+	}
+	sr_mpsc_publish(&t->seq, pos, 0);
+	if (sr_db_sleeping(ah) && ah->engine_fd_id)
+		sr_fdcache_signal(ctx, ah->engine_fd_id);
+}
+
 /*
  * UD to another host: one RoCEv2 datagram (BTH, DETH, ImmDt, payload),
  * sent from the posting thread, payload read in place from the gather
- * list.  Unreliable (C9-xx): the WQE completes once it is handed to the
- * kernel; a message longer than the path MTU is a local length error.
+ * list (or through the engine while its taps are on: udtx_queue).
+ * Unreliable (C9-xx): the WQE completes once it is handed to the kernel;
+ * a message longer than the path MTU is a local length error.
  */
 static enum xres send_ud_wire(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len,
 			      uint32_t qkey)
 {
+	struct sr_arena_hdr *ah = x->ctx->arena;
 	struct sr_send_wqe *w = x->w;
 	bool imm = w->opcode == IBV_WR_SEND_WITH_IMM;
 	uint8_t h[SR_MAX_HDR_LEN];
@@ -558,16 +605,6 @@ static enum xres send_ud_wire(struct xfer *x, const struct seg *src, unsigned ns
 		x->status = IBV_WC_LOC_LEN_ERR;
 		return X_ERR;
 	}
-	if (ud_sock < 0) {
-		pthread_mutex_lock(&ud_sock_mu);
-		if (ud_sock < 0)
-			ud_sock = sr_udp_socket(0, &ud_sport);
-		pthread_mutex_unlock(&ud_sock_mu);
-		if (ud_sock < 0) {
-			x->status = IBV_WC_GENERAL_ERR;
-			return X_ERR;
-		}
-	}
 	sr_bth_put(h, SR_TR_UD | (imm ? SR_IB_SEND_ONLY_IMM : SR_IB_SEND_ONLY),
 		   w->flags & SR_WQE_SOLICITED, 0, SR_DEFAULT_PKEY, w->ud_qpn, false,
 		   x->qp->sq_psn);
@@ -578,12 +615,30 @@ static enum xres send_ud_wire(struct xfer *x, const struct seg *src, unsigned ns
 		memcpy(h + hl, &w->imm_or_inv, 4);
 		hl += SR_IMMDT_LEN;
 	}
+	if (atomic_load_explicit(&ah->wire_taps, memory_order_relaxed) && ah->engine_fd_id) {
+		udtx_queue(x, h, hl, src, ns, len);
+		count(x->qp, SR_CNT_SEND_WQE, 1);
+		count(x->qp, SR_CNT_BYTES, len);
+		return X_DONE;
+	}
+	if (ud_sock < 0) {
+		pthread_mutex_lock(&ud_sock_mu);
+		if (ud_sock < 0)
+			ud_sock = sr_udp_socket(0, &ud_sport);
+		pthread_mutex_unlock(&ud_sock_mu);
+		if (ud_sock < 0) {
+			x->status = IBV_WC_GENERAL_ERR;
+			return X_ERR;
+		}
+	}
 	for (unsigned i = 0; i < ns; i++)
 		if (src[i].len)
 			iov[n++] = (struct iovec){src[i].p, src[i].len};
 	sr_udp_build(&pkt, w->ud_sgid, w->ud_dgid, ud_sport, h, hl, iov, n, (uint32_t)len);
 	if (sendmsg(ud_sock, &pkt.mh, 0) < 0)
 		sr_dbg("UD to another host: %m"); /* unreliable: lost like on a fabric */
+	atomic_fetch_add_explicit(&ah->ud_direct[0], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ah->ud_direct[1], len, memory_order_relaxed);
 	count(x->qp, SR_CNT_SEND_WQE, 1);
 	count(x->qp, SR_CNT_BYTES, len);
 	return X_DONE;

@@ -24,6 +24,13 @@
 #                              agree with the other host's capture;
 #                              `softrdma status` meanwhile shows the QP with
 #                              its PSNs
+#   fault.sh BUILD_DIR ud      UD datagrams, which posting threads send
+#                              themselves, still meet the taps: with a
+#                              transmit delay rule and `softrdma trace` on
+#                              a, an ibv_ud_pingpong completes, every one of
+#                              a's datagrams is matched by the rule and is
+#                              in a's capture (and in b's), and a's tx_pkts
+#                              counts them
 #   fault.sh BUILD_DIR loss [SPEC]  SOFTRDMA_FAULT=SPEC (default
 #                              seed=3,drop=0.01) on both daemons from the
 #                              start: ibv_rc_pingpong -n 500 completes, and
@@ -32,10 +39,10 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd -P)
 . "$here/../lib_netns.sh"
-[ $# -ge 2 ] || { echo "usage: $0 BUILD_DIR rules|seed|trace|loss [SPEC]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: $0 BUILD_DIR rules|seed|trace|ud|loss [SPEC]" >&2; exit 2; }
 build=$1 mode=$2
 spec=${3:-seed=3,drop=0.01}
-if [ "$mode" = trace ] && ! command -v tshark >/dev/null; then
+if [ "$mode" = trace -o "$mode" = ud ] && ! command -v tshark >/dev/null; then
 	echo "SKIP: tshark is not installed"; exit 77
 fi
 [ "$mode" = loss ] && export SOFTRDMA_FAULT=$spec
@@ -204,6 +211,31 @@ mode_trace() {
 	check "b's sends = a's receives ($from_b_b / $from_b_a)" test "$from_b_b" = "$from_b_a"
 }
 
+mode_ud() {
+	local n=300 sent tx0 tx1 m d
+	tx0=$(status_val a 'roce v2' tx_pkts)
+	ud_taps() {
+		on_a "$NN_SR" fault "seed=5,dir=tx,delay=0.2:100us" && on_a "$NN_SR" trace "$tmp/a.pcap" &&
+			on_b "$NN_SR" trace "$tmp/b.pcap"
+	}
+	PP_BEFORE=ud_taps pp ibv_ud_pingpong $n -s 512
+	on_a "$NN_SR" trace off
+	on_b "$NN_SR" trace off
+	tx1=$(status_val a 'roce v2' tx_pkts)
+	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
+	check "ud_pingpong completes ($pp_crc $pp_src)" test "$pp_crc$pp_src" = 00
+	sent=$(tshark -n -r "$tmp/a.pcap" -Y "ip.src == $(addr_a) && infiniband.bth.opcode == 100" 2>/dev/null | wc -l)
+	m=$(injected a tx matched) d=$(injected a tx delay)
+	echo "a sent $sent UD datagrams (its capture); tx rule matched $m, delayed $d; tx_pkts $tx0 -> $tx1"
+	check "a's capture holds its UD sends ($sent >= $n)" test "$sent" -ge "$n"
+	check "a's tx rule saw each of them ($m = $sent)" test "$m" = "$sent"
+	check "a's tx rule delayed some ($d)" test "${d:-0}" -gt 0
+	check "b's capture holds what a sent" \
+		test "$(tshark -n -r "$tmp/b.pcap" -Y "ip.src == $(addr_a) && infiniband.bth.opcode == 100" 2>/dev/null | wc -l)" = "$sent"
+	check "a's tx_pkts counts them ($tx0 -> $tx1)" test $((tx1 - tx0)) -ge "$sent"
+	on_a "$NN_SR" fault off >/dev/null
+}
+
 mode_loss() {
 	echo "SOFTRDMA_FAULT=$spec on both daemons"
 	watch_retrans() { # a wire QP line with retransmissions, while it runs
@@ -228,7 +260,7 @@ mode_loss() {
 }
 
 case $mode in
-rules | seed | trace | loss) "mode_$mode" ;;
+rules | seed | trace | ud | loss) "mode_$mode" ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
 echo "$passes passed, $fails failed"
