@@ -1,6 +1,7 @@
 /*
- * UD multicast on the wire (RoCEv2 over IPv4): an IPv4-mapped MGID
- * (::ffff:224.0.0.0/4) is its IP multicast group.  The daemon joins the
+ * UD multicast on the wire: an IPv4-mapped MGID (::ffff:224.0.0.0/4) is
+ * its IPv4 multicast group, any other MGID (ff00::/8) is itself an IPv6
+ * multicast address.  The daemon joins the
  * engine's receive socket to a group on every multicast-capable interface
  * when the first QP of this host attaches, and leaves it when the last one
  * detaches; a datagram for QPN 0xFFFFFF is delivered to each member QP
@@ -19,28 +20,54 @@
 #include "shm/responder.h"
 #include "wire/gid.h"
 
+/* Joins or leaves the group on one interface: 1 done, 0 already so, -errno. */
+static int join_one(int sock, const uint8_t *mgid, bool v4, unsigned ifindex, bool join)
+{
+	int ret;
+
+	if (v4) {
+		struct ip_mreqn mr = {.imr_ifindex = (int)ifindex};
+
+		memcpy(&mr.imr_multiaddr, mgid + 12, 4);
+		ret = setsockopt(sock, IPPROTO_IP, join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP,
+				 &mr, sizeof(mr));
+	} else {
+		struct ipv6_mreq mr = {.ipv6mr_interface = ifindex};
+
+		memcpy(&mr.ipv6mr_multiaddr, mgid, 16);
+		ret =
+		    setsockopt(sock, IPPROTO_IPV6,
+			       join ? IPV6_ADD_MEMBERSHIP : IPV6_DROP_MEMBERSHIP, &mr, sizeof(mr));
+	}
+	if (!ret)
+		return 1;
+	return errno == EADDRINUSE || errno == EADDRNOTAVAIL ? 0 : -errno;
+}
+
 int sr_eng_mcast_join(int sock, const uint8_t *mgid, bool join)
 {
+	bool v4 = sr_gid_is_v4(mgid);
 	struct ifaddrs *ifa, *i;
 	int joined = 0, err = 0;
 
-	if (!sr_gid_is_v4(mgid) || !sr_gid_is_mcast(mgid))
-		return 0; /* IPv6 groups: this host's members only (docs) */
+	if (!sr_gid_is_mcast(mgid))
+		return 0;
 	if (getifaddrs(&ifa))
 		return -errno;
+	/* an interface is listed once per address: the second join (or
+	 * leave) of it answers "already" */
 	for (i = ifa; i; i = i->ifa_next) {
-		struct ip_mreqn mr = {0};
+		int r;
 
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
-		    !(i->ifa_flags & IFF_MULTICAST) || (i->ifa_flags & IFF_LOOPBACK))
+		if (!i->ifa_addr || i->ifa_addr->sa_family != (v4 ? AF_INET : AF_INET6) ||
+		    !(i->ifa_flags & IFF_UP) || !(i->ifa_flags & IFF_MULTICAST) ||
+		    (i->ifa_flags & IFF_LOOPBACK))
 			continue;
-		memcpy(&mr.imr_multiaddr, mgid + 12, 4);
-		mr.imr_ifindex = (int)if_nametoindex(i->ifa_name);
-		if (!setsockopt(sock, IPPROTO_IP, join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP,
-				&mr, sizeof(mr)))
+		r = join_one(sock, mgid, v4, if_nametoindex(i->ifa_name), join);
+		if (r > 0)
 			joined++;
-		else if (errno != EADDRINUSE && errno != EADDRNOTAVAIL)
-			err = -errno;
+		else if (r < 0)
+			err = r;
 	}
 	freeifaddrs(ifa);
 	return joined || !err ? 0 : err;

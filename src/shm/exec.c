@@ -677,16 +677,16 @@ static enum xres exec_send(struct xfer *x)
 			uint32_t n = sr_mcast_members(ctx->arena, w->ud_dgid, m);
 
 			/* this host's members through memory; other hosts' through
-			 * the IP multicast group of an IPv4-mapped MGID (the kernel
-			 * does not loop it back to us) */
+			 * the IP multicast group of the MGID, IPv4 (an IPv4-mapped
+			 * MGID) or IPv6 (the kernel does not loop it back to us) */
 			for (uint32_t j = 0; j < n; j++) {
 				struct sr_qp_shm *t = qp_lookup(ctx->arena, m[j]);
 
 				if (t && t->type == IBV_QPT_UD && can_receive(t) && t->qkey == qkey)
 					deliver(x, t, src, ns, len, grh);
 			}
-			if (w->ud_ah_global && sr_gid_is_v4(w->ud_dgid) &&
-			    sr_gid_is_v4(w->ud_sgid) && sr_gid_is_mcast(w->ud_dgid))
+			if (w->ud_ah_global && sr_gid_is_mcast(w->ud_dgid) &&
+			    sr_gid_is_v4(w->ud_dgid) == sr_gid_is_v4(w->ud_sgid))
 				return send_ud_wire(x, src, ns, len, qkey);
 			return X_DONE;
 		}

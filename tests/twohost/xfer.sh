@@ -11,14 +11,16 @@
 # really happened), XFER_CAPTURE=1 (capture host b's veth with tshark,
 # its UDP segmentation done in software so each GSO segment is seen as it
 # leaves, and check every packet's ICRC with tests/wire/check_wire.py's
-# scapy and zlib oracles; at least one must be a GSO segment).
+# scapy and zlib oracles; at least one must be a GSO segment),
+# XFER_IPV6=1 (the GIDs of the veth's IPv6 addresses instead of IPv4).
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
 build=$1 mtu=$2 prog=$3
 shift 3
 nn_setup "$build" "$mtu" || exit 1
-ga=$(nn_gid_index a "$(addr_a)") && gb=$(nn_gid_index b "$(addr_b)") ||
+fam=${XFER_IPV6:+-6}
+ga=$(nn_gid_index a "$(addr_a $fam)") && gb=$(nn_gid_index b "$(addr_b $fam)") ||
 	{ echo "FAIL: no RoCE v2 GID for the veth addresses"; exit 1; }
 port=$((20000 + (RANDOM % 20000)))
 log=$(mktemp -d)
