@@ -174,6 +174,10 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 "$SR" status 2>/dev/null | grep -q '^device' || { say "softrdmad did not come up"; exit 1; }
+# perftest's -x: the GID of 127.0.0.1, the address its client connects to
+. "$ROOT/tests/gid_index.sh"
+GID=$("$SR" run -- ibv_devinfo -v 2>/dev/null | gid_from_devinfo 127.0.0.1) ||
+	{ say "soft0 has no GID for 127.0.0.1"; exit 1; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
 D_TICKS0=$(cpu_ticks "$DPID")
 
@@ -249,12 +253,12 @@ pt() {
 	tag=$LOGS/r${ROUND}_${test}_${size}
 	PT_JSON=$tag.cli.json
 	rm -f "$PT_JSON"
-	$PIN_S timeout 120 "$SR" run -- "$test" -d soft0 -x 0 -F "${extra[@]}" -p "$PORT" -s "$size" -n "$iters" \
+	$PIN_S timeout 120 "$SR" run -- "$test" -d soft0 -x "$GID" -F "${extra[@]}" -p "$PORT" -s "$size" -n "$iters" \
 		>"$tag.srv.txt" 2>&1 &
 	spid=$!
 	BGPIDS=("$spid")
 	if wait_port "$PORT" "$spid"; then
-		$PIN_C timeout 120 "$SR" run -- "$test" -d soft0 -x 0 -F "${extra[@]}" -p "$PORT" -s "$size" -n "$iters" \
+		$PIN_C timeout 120 "$SR" run -- "$test" -d soft0 -x "$GID" -F "${extra[@]}" -p "$PORT" -s "$size" -n "$iters" \
 			--out_json --out_json_file="$PT_JSON" 127.0.0.1 >"$tag.cli.txt" 2>&1
 	fi
 	stop_server "$spid"
