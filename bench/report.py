@@ -229,6 +229,34 @@ if fi8:
         f"{rcell(summ(rp.values()))} | – | – · {fmt(pp[0] if pp else None)} |"
     )
 
+# UCX over softrdma (uct rc_verbs on soft0) next to UCX's own shared memory
+ucx_table = []
+if any(r.metric in ("ucxsr_put_bw", "ucxsr_put_lat") for r in rows):
+    ucx_table.append("| measurement | size | UCX rc_verbs on softrdma | UCX posix shared memory | softrdma/posix | "
+                     "probe ns: softrdma run · posix run |")
+    ucx_table.append("|---|---|---|---|---|---|")
+    for s in sizes:
+        sr = series("bw", "ucxsr_put_bw", s)
+        pe = series("bw", "ucx_put_bw", s)
+        if not sr:
+            continue
+        lay = {r.extra.get("layout") for r in by.get(("bw", "ucxsr_put_bw", s), {}).values()} - {None}
+        ps = summ(series("bw", "ucxsr_put_bw", s, "probe").values())
+        pp = summ(series("bw", "ucx_put_bw", s, "probe").values())
+        ucx_table.append(
+            f"| put_bw ({'/'.join(sorted(lay)) or '?'}) | {sizestr(s)} | {cell(summ(sr.values()), 'GB/s')} | "
+            f"{cell(summ(pe.values()), 'GB/s')} | {rcell(summ(ratio_series(sr, pe).values()))} | "
+            f"{fmt(ps[0] if ps else None)} · {fmt(pp[0] if pp else None)}{busy('bw', ('ucxsr_put_bw', s), ('ucx_put_bw', s))} |")
+    sr = series("lat", "ucxsr_put_lat", 8)
+    pe = series("lat", "ucx_put_lat", 8)
+    if sr:
+        ps = summ(series("lat", "ucxsr_put_lat", 8, "probe").values())
+        pp = summ(series("lat", "ucx_put_lat", 8, "probe").values())
+        ucx_table.append(
+            f"| put_lat (one way) | 8 B | {cell(summ(sr.values()), 'µs')} | {cell(summ(pe.values()), 'µs')} | "
+            f"{rcell(summ(ratio_series(sr, pe).values()))} | "
+            f"{fmt(ps[0] if ps else None)} · {fmt(pp[0] if pp else None)}{busy('lat', ('ucxsr_put_lat', 8), ('ucx_put_lat', 8))} |")
+
 # --------------------------------------------------------------- targets
 TARGETS = [
     ("ib_write_bw 64 KiB ≥ 0.9× memcpy 64 KiB", ("ib_write_bw", 65536, "memcpy"), ">=", 0.9),
@@ -570,6 +598,23 @@ if th_mtus:
                 f"{rcell(summ(th_ratio(mtu, ('ib_write_bw_loss1', None), ('ib_write_bw_ref', None)).values()))} | "
                 f"– | – | – | – | {f'{rtx[0]:.0f}' if rtx else 'n/a'} | {fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, 'ib_write_bw_loss1')} |")
 
+    th_ucx_table = []
+    for mtu in th_mtus:
+        for name, metric_sr, metric_tcp, s, unit in (
+                ("ucp_put_bw", "ucxsr_ucp_put_bw", "ucx_tcp_put_bw", 1048576, "GB/s"),
+                ("ucp_put_bw", "ucxsr_ucp_put_bw", "ucx_tcp_put_bw", 65536, "GB/s"),
+                ("ucp_put_lat (one way)", "ucxsr_ucp_put_lat", "ucx_tcp_put_lat", 8, "µs")):
+            if not th_rows(mtu, metric_sr, s):
+                continue
+            pr = summ(th_series(mtu, metric_sr, s, "probe").values())
+            th_ucx_table.append(
+                f"| {mtu} | {name} | {sizestr(s)} | {th_cell(mtu, metric_sr, s, unit)} | {th_cell(mtu, metric_tcp, s, unit)} | "
+                f"{rcell(summ(th_ratio(mtu, (metric_sr, s), (metric_tcp, s)).values()))} | "
+                f"{fmt(pr[0]) if pr else 'n/a'}{th_busy(mtu, metric_sr, s)} |")
+    if th_ucx_table:
+        th_ucx_table[:0] = ["| MTU | UCP test | size | UCX rc_verbs on softrdma | UCX over TCP | softrdma/TCP | probe ns |",
+                            "|---|---|---|---|---|---|---|"]
+
     TH_TARGETS = [
         ("ib_write_bw 1 MiB ≥ 0.6× UDP GSO+GRO", ("ib_write_bw", 1048576), LINK_BW, ">=", 0.6),
         ("ib_read_bw 1 MiB ≥ 0.5× UDP GSO+GRO", ("ib_read_bw", 1048576), LINK_BW, ">=", 0.5),
@@ -689,6 +734,15 @@ so that a repeated copy starts on the lines still in the L1 or L2. Where softrdm
 it does not beat the memory system, it stops thrashing the cache when the same
 buffers are moved again, as every perftest and UCX bandwidth loop does. Fresh buffers gain nothing from it.
 """)
+if ucx_table:
+    md.append("## UCX over softrdma next to UCX's own shared memory\n")
+    md.extend(ucx_table)
+    md.append("""
+Both are `ucx_perftest` UCT tests between two processes of this host: over softrdma, `-x rc_verbs -d soft0:1` under
+`softrdma run` (put short up to 64 B, bcopy up to 8 KiB, zcopy above); UCX's own, `-x posix -d memory` (default
+layout). What a UCX user gives up, or gains, by going through verbs on softrdma instead of UCX's shared memory.
+Ratios: above 1× is better for bandwidth, below 1× is better for latency.
+""")
 md.append("## Units and what each tool measures\n")
 md.append("""- Everything is converted to **GB/s = 10^9 bytes/s** and **µs**.
 - perftest `--report_gbits`: `BW average[Gb/sec]` is bytes·8/10^9 per second (perftest divides bytes by 125,000,000),
@@ -742,6 +796,14 @@ half the round trip (`t_typical`, run with `-C` and divided by cpu MHz); UCX `pu
 two daemons' `retransmits` counters, after less before the run. Every ratio is softrdma / the other: above 1× is
 better for bandwidth, below 1× is better for latency. The 1% drop row uses its own lossless run (clean daemons,
 right before the daemons are restarted with `SOFTRDMA_FAULT=seed=1,drop=0.01`) as the reference.
+""")
+    if th_ucx_table:
+        md.append("### UCX over softrdma next to UCX over TCP\n")
+        md.extend(th_ucx_table)
+        md.append("""
+The same `ucx_perftest` UCP tests, server in host a and client in host b: over softrdma with
+`UCX_TLS=rc_verbs,ud_verbs:aux UCX_NET_DEVICES=soft0:1` under `softrdma run` (UCX picks the veth's GID by itself), and
+UCX's own `UCX_TLS=tcp` over the veth. UCP on both sides, since UCX's TCP transport has no UCT put.
 """)
 
 md.append("## Resources\n")

@@ -28,6 +28,9 @@
 #             ib_write_lat / ib_send_lat / ib_read_lat / ib_atomic_lat 8 B
 #      peers  UCX uct over posix shared memory (ucx_perftest put_bw, get,
 #             put_lat, am_lat, fadd) and libfabric shm (fi_pingpong)
+#      ucx-softrdma  UCX uct over rc_verbs on soft0 (ucx_perftest put_bw,
+#             put_lat under `softrdma run`), next to UCX posix: what
+#             softrdma gives a UCX user against UCX's own shared memory
 #    then the resource costs (bench/resource_cost: bytes per QP / MR) and
 #    the time to create and connect 1,000 RC QP pairs (bench/qp_scale);
 #    then (root only) the two-host section, bench/twohost.sh: two network
@@ -174,6 +177,10 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 "$SR" status 2>/dev/null | grep -q '^device' || { say "softrdmad did not come up"; exit 1; }
+# perftest's -x: the GID of 127.0.0.1, the address its client connects to
+. "$ROOT/tests/gid_index.sh"
+GID=$("$SR" run -- ibv_devinfo -v 2>/dev/null | gid_from_devinfo 127.0.0.1) ||
+	{ say "soft0 has no GID for 127.0.0.1"; exit 1; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
 D_TICKS0=$(cpu_ticks "$DPID")
 
@@ -249,12 +256,12 @@ pt() {
 	tag=$LOGS/r${ROUND}_${test}_${size}
 	PT_JSON=$tag.cli.json
 	rm -f "$PT_JSON"
-	$PIN_S timeout 120 "$SR" run -- "$test" -d soft0 -x 0 -F "${extra[@]}" -p "$PORT" -s "$size" -n "$iters" \
+	$PIN_S timeout 120 "$SR" run -- "$test" -d soft0 -x "$GID" -F "${extra[@]}" -p "$PORT" -s "$size" -n "$iters" \
 		>"$tag.srv.txt" 2>&1 &
 	spid=$!
 	BGPIDS=("$spid")
 	if wait_port "$PORT" "$spid"; then
-		$PIN_C timeout 120 "$SR" run -- "$test" -d soft0 -x 0 -F "${extra[@]}" -p "$PORT" -s "$size" -n "$iters" \
+		$PIN_C timeout 120 "$SR" run -- "$test" -d soft0 -x "$GID" -F "${extra[@]}" -p "$PORT" -s "$size" -n "$iters" \
 			--out_json --out_json_file="$PT_JSON" 127.0.0.1 >"$tag.cli.txt" 2>&1
 	fi
 	stop_server "$spid"
@@ -279,6 +286,24 @@ ucx() {
 	if wait_port "$PORT" "$spid"; then
 		timeout 120 ucx_perftest 127.0.0.1 -p "$PORT" $UCX_C -t "$test" -d memory -x posix -s "$size" -n "$iters" \
 			-f "$@" >"$tag.cli.txt" 2>&1
+		UCX_LINE=$(grep -E '^ *(Final:)? *[0-9]+ +[0-9.]+ ' "$tag.cli.txt" | tail -1 | sed 's/Final://')
+	fi
+	stop_server "$spid"
+}
+# ucx_perftest over uct rc_verbs on soft0, both sides under `softrdma run`:
+# ucx_sr TEST SIZE ITERS [extra...] -> UCX_LINE (as ucx())
+ucx_sr() {
+	local test=$1 size=$2 iters=$3 tag spid
+	shift 3
+	next_port
+	tag=$LOGS/r${ROUND}_ucxsr_${test}_${size}
+	timeout 120 "$SR" run -q -- ucx_perftest -p "$PORT" $UCX_S >"$tag.srv.txt" 2>&1 &
+	spid=$!
+	BGPIDS=("$spid")
+	UCX_LINE=
+	if wait_port "$PORT" "$spid"; then
+		timeout 120 "$SR" run -q -- ucx_perftest 127.0.0.1 -p "$PORT" $UCX_C -t "$test" -d soft0:1 -x rc_verbs \
+			-s "$size" -n "$iters" -f "$@" >"$tag.cli.txt" 2>&1
 		UCX_LINE=$(grep -E '^ *(Final:)? *[0-9]+ +[0-9.]+ ' "$tag.cli.txt" | tail -1 | sed 's/Final://')
 	fi
 	stop_server "$spid"
@@ -347,6 +372,29 @@ m_ucx_bw() { # TEST(put_bw|get|am_bw) SIZE
 	rate=$(ucx_field 8)
 	record "ucx_$test" ucx "$s" "$gb" GB/s "msgrate=$rate;iters=$n" "$rate msg/s"
 }
+# UCX's put_bw over softrdma (uct rc_verbs on soft0:1): short (inline in
+# the work request) up to 64 B, bcopy up to 8 KiB (UCX's bounce buffer),
+# zcopy (the registered buffer itself) above
+m_ucxsr_bw() { # SIZE
+	local s=$1 n w gb rate layout=zcopy
+	n=$(clampi "$((4000000000 / s))" 4000 2000000)
+	w=$(clampi "$((n / 10))" 100 10000)
+	[ "$s" -le 8192 ] && layout=bcopy
+	[ "$s" -le 64 ] && layout=short
+	probe
+	ucx_sr put_bw "$s" "$n" -w "$w" -D "$layout"
+	gb=$(gbs_from_mib "$(ucx_field 6)")
+	rate=$(ucx_field 8)
+	record ucxsr_put_bw ucx-softrdma "$s" "$gb" GB/s "msgrate=$rate;iters=$n;layout=$layout" "$rate msg/s ($layout)"
+}
+m_ucxsr_lat() {
+	local typ avg
+	probe
+	ucx_sr put_lat 8 200000
+	typ=$(ucx_field 2)
+	avg=$(ucx_field 4)
+	record ucxsr_put_lat ucx-softrdma 8 "$typ" usec "avg=$avg" "avg $avg"
+}
 m_fi_bw() {
 	local s=$1 n gb
 	n=$(clampi "$((1000000000 / s))" 500 20000)
@@ -410,7 +458,8 @@ samehost_section() {
 		GROUP=bw
 		for s in $SIZES; do
 			m_memcpy "$s"
-			pair "m_sr_bw ib_write_bw $s" "m_ucx_bw put_bw $s"
+			# UCX posix between softrdma's perftest and UCX over softrdma
+			triple "m_sr_bw ib_write_bw $s" "m_ucx_bw put_bw $s" "m_ucxsr_bw $s"
 			case " $READ_SIZES " in *" $s "*) pair "m_sr_bw ib_read_bw $s" "m_ucx_bw get $s" ;; esac
 			case " $SEND_SIZES " in *" $s "*)
 				if [ "$s" -le 8192 ]; then
@@ -426,7 +475,7 @@ samehost_section() {
 		GROUP=lat
 		for l in $LAT_PAIRS; do
 			case $l in
-			write) pair "m_sr_lat ib_write_lat" "m_ucx_lat put_lat" ;;
+			write) triple "m_sr_lat ib_write_lat" "m_ucx_lat put_lat" "m_ucxsr_lat" ;;
 			send) pair "m_sr_lat ib_send_lat" "m_ucx_lat am_lat" ;;
 			read) pair "m_sr_lat ib_read_lat" "m_ucx_lat get" ;;
 			atomic) pair "m_sr_lat ib_atomic_lat" "m_ucx_lat fadd" ;;

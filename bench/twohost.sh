@@ -16,6 +16,9 @@
 #             64 B UDP ping-pong with both sides busy-polling, one way
 #   ucx-tcp   ucx_perftest with UCX_TLS=tcp: ucp_put_bw 64 KiB and 1 MiB,
 #             ucp_put_lat 8 B
+#   ucx-softrdma  the same UCP tests over softrdma (UCX_TLS=rc_verbs,
+#             ud_verbs:aux on soft0:1, under `softrdma run`), next to UCX
+#             over TCP: what softrdma gives a UCX user between hosts
 #   libfabric-tcp  fi_pingpong -p tcp -e msg (the only libfabric test
 #             program Debian ships: a ping-pong, no RMA; fabtests is not
 #             packaged) at 64 KiB, 1 MiB and 8 B
@@ -274,6 +277,40 @@ th_ucx_lat() {
 		"median, avg $(ucx_field 3)"
 }
 
+# UCX over softrdma: UCP (as the TCP row) over rc_verbs on soft0, both
+# sides under `softrdma run` in their host: th_ucxsr TEST SIZE ITERS
+th_ucxsr() {
+	local test=$1 size=$2 iters=$3 tag spid
+	local env=(env UCX_TLS=rc_verbs,ud_verbs:aux UCX_NET_DEVICES=soft0:1)
+	th_port
+	tag=$LOGS/2h-r${ROUND}-m${MTU}-ucxsr_${test}_${size}
+	nn_bg a "$tag.srv.txt" "${env[@]}" timeout "$TH_TO" "$NN_SR" run -q -- ucx_perftest -p "$TH_PORT"
+	spid=$NN_LAST_PID
+	UCX_LINE=
+	if th_wait_port a "$TH_PORT" "$spid"; then
+		on_b "${env[@]}" timeout "$TH_TO" "$NN_SR" run -q -- ucx_perftest "$(addr_a)" -p "$TH_PORT" \
+			-t "$test" -s "$size" -n "$iters" -w "$(clampi $((iters / 10)) 10 1000)" -f >"$tag.cli.txt" 2>&1
+		UCX_LINE=$(grep -E '^ *(Final:)? *[0-9]+ +[0-9.]+ ' "$tag.cli.txt" | tail -1 | sed 's/Final://')
+	fi
+	th_stop "$spid"
+}
+th_ucxsr_bw() { # SIZE ITERS
+	local gb
+	probe
+	th_ucxsr ucp_put_bw "$1" "$2"
+	gb=$(gbs_from_mib "$(ucx_field 6)")
+	record ucxsr_ucp_put_bw ucx-softrdma "$1" "$gb" GB/s "iters=$2;status=$([ "$gb" != nan ] && echo ok || echo FAIL)" \
+		"UCX_TLS=rc_verbs,ud_verbs:aux"
+}
+th_ucxsr_lat() {
+	local typ
+	probe
+	th_ucxsr ucp_put_lat 8 "$TH_LAT_N"
+	typ=$(ucx_field 2)
+	record ucxsr_ucp_put_lat ucx-softrdma 8 "$typ" usec \
+		"avg=$(ucx_field 3);status=$([ "$typ" != nan ] && echo ok || echo FAIL)" "median, avg $(ucx_field 3)"
+}
+
 # libfabric tcp ping-pong: GB/s of one transfer (its MB/sec) and one-way µs
 th_fi() { # SIZE ITERS
 	local size=$1 iters=$2 tag spid line gb us
@@ -339,11 +376,13 @@ th_block() {
 		"th_link_bw"
 		"th_sr_bw ib_write_bw 1048576 $TH_N_1M"
 		"th_ucx_bw 1048576 $TH_N_1M"
+		"th_ucxsr_bw 1048576 $TH_N_1M"
 		"th_sr_bw ib_read_bw 1048576 $TH_N_1M"
 		"th_fi 1048576 $TH_N_1M"
 		"th_sr_bw ib_send_bw 1048576 $TH_N_1M"
 		"th_sr_bw ib_write_bw 65536 $TH_N_64K"
 		"th_ucx_bw 65536 $TH_N_64K"
+		"th_ucxsr_bw 65536 $TH_N_64K"
 		"th_sr_bw ib_read_bw 65536 $TH_N_64K"
 		"th_fi 65536 $TH_N_64K"
 		"th_sr_bw ib_send_bw 65536 $TH_N_64K"
@@ -351,6 +390,7 @@ th_block() {
 		"th_link_lat"
 		"th_sr_lat ib_write_lat"
 		"th_ucx_lat"
+		"th_ucxsr_lat"
 		"th_sr_lat ib_send_lat"
 		"th_fi 8 $TH_LAT_N"
 	) i

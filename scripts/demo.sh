@@ -9,13 +9,15 @@ export SOFTRDMA_SOCKET="softrdma-demo-$$"
 "$B/bin/softrdmad" --idle 0 & DPID=$!
 trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null || true' EXIT
 SR="$B/bin/softrdma"
+source "$(dirname "$0")/../tests/gid_index.sh"
 echo "== softrdma run -- ibv_devinfo -v"
 "$SR" run -- ibv_devinfo -v
 echo
 echo "== ibv_rc_pingpong, server and client as two processes"
-"$SR" run -- ibv_rc_pingpong -g 0 -p 18777 -s 65536 -n 2000 > /tmp/demo-srv.$$ 2>&1 & SPID=$!
+G=$("$SR" run -- ibv_devinfo -v 2>/dev/null | gid_from_devinfo 127.0.0.1) # -g: 127.0.0.1's GID
+"$SR" run -- ibv_rc_pingpong -g "$G" -p 18777 -s 65536 -n 2000 > /tmp/demo-srv.$$ 2>&1 & SPID=$!
 for _ in $(seq 50); do ss -ltn | grep -q ':18777 ' && break; sleep 0.1; done
-"$SR" run -- ibv_rc_pingpong -g 0 -p 18777 -s 65536 -n 2000 127.0.0.1
+"$SR" run -- ibv_rc_pingpong -g "$G" -p 18777 -s 65536 -n 2000 127.0.0.1
 wait $SPID
 echo "-- server:"; cat /tmp/demo-srv.$$; rm -f /tmp/demo-srv.$$
 echo

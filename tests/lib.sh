@@ -10,6 +10,10 @@
 #   sr_wait_port PORT      wait until a TCP port listens (server ready)
 #   sr_cleanup             stop what sr_setup and sr_bg started (also on EXIT)
 #   sr_bg LOGFILE CMD...   run CMD in the background, remembered for cleanup
+#   sr_gid_index [ADDR]    index of the RoCE v2 GID of ADDR (default
+#                          127.0.0.1, which every host has) in soft0's table
+
+source "$(dirname "${BASH_SOURCE[0]}")/gid_index.sh"
 
 SR_PIDS=()
 
@@ -39,6 +43,10 @@ sr_bg() {
 	"$@" >"$log" 2>&1 &
 	SR_PIDS+=($!)
 	SR_LAST_PID=$!
+}
+
+sr_gid_index() {
+	"$SR" run -- ibv_devinfo -v 2>/dev/null | gid_from_devinfo "${1:-127.0.0.1}"
 }
 
 sr_wait_port() {

@@ -37,6 +37,8 @@
 # (`ip netns list | grep sr2h-`), until a later run with the same PID
 # removes them.
 
+source "$(dirname "${BASH_SOURCE[0]}")/gid_index.sh"
+
 NN_PIDS=()
 NN_A= NN_B= NN_DPID_A= NN_DPID_B=
 NN_IF=srveth
@@ -149,16 +151,7 @@ addr_a() { if [ "${1:-}" = -6 ]; then echo "fd00:99:$NN_N::1"; else echo "10.99.
 addr_b() { if [ "${1:-}" = -6 ]; then echo "fd00:99:$NN_N::2"; else echo "10.99.$NN_N.2"; fi; }
 
 nn_gid_index() {
-	local h=$1 a=$2
-	case $a in *:*) ;; *) a=::ffff:$a ;; esac
-	on_host "$h" ibv_devinfo -v 2>/dev/null | awk -v want="$a, RoCE v2" '
-		{ l = $0; sub(/^[ \t]+/, "", l) }
-		l ~ /^GID\[/ {
-			sub(/^GID\[ */, "", l); n = l + 0
-			sub(/^[0-9]+\]:[ \t]*/, "", l)
-			if (l == want) { print n; f = 1; exit }
-		}
-		END { exit !f }'
+	on_host "$1" ibv_devinfo -v 2>/dev/null | gid_from_devinfo "$2"
 }
 
 nn_bg() {

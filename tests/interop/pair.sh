@@ -4,9 +4,9 @@
 # checks what a user would: both sides exit 0 and print their result lines.
 #
 # usage: pair.sh BUILD_DIR KIND PROGRAM [ARGS...]
-#   KIND pingpong: ibv_*_pingpong; passes -g 0 -p PORT; expects the
+#   KIND pingpong: ibv_*_pingpong; passes -g GID -p PORT; expects the
 #                  "bytes in ... seconds" and "iters in" lines on both sides
-#   KIND perftest: ib_*_{bw,lat}; passes -d soft0 -x 0 -F -p PORT; expects
+#   KIND perftest: ib_*_{bw,lat}; passes -d soft0 -x GID -F -p PORT; expects
 #                  the result table (a header line with #bytes and data rows)
 set -u
 here=$(dirname "$0")
@@ -15,10 +15,12 @@ source "$here/../pair_check.sh"
 build=$1 kind=$2 prog=$3
 shift 3
 sr_setup "$build" || exit 1
+# GID: the index of 127.0.0.1's GID, the address the client connects to
+gid=$(sr_gid_index 127.0.0.1) || { echo "FAIL: soft0 has no GID for 127.0.0.1"; exit 1; }
 port=$((20000 + (RANDOM % 20000)))
 case $kind in
-pingpong) common=(-g 0 -p "$port") ;;
-perftest) common=(-d soft0 -x 0 -F -p "$port") ;;
+pingpong) common=(-g "$gid" -p "$port") ;;
+perftest) common=(-d soft0 -x "$gid" -F -p "$port") ;;
 *) echo "unknown kind $kind"; exit 2 ;;
 esac
 log=$(mktemp -d)

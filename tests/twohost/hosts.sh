@@ -12,7 +12,12 @@
 #  4. a same-host ibv_rc_pingpong pair inside host a, exchanging its
 #     connection data over a's veth address and using that address's GID;
 #  5. each host's softrdmad holds UDP port 4791 (its RoCEv2 engine), and
-#     an unprivileged user (nobody) can bind that port in a namespace.
+#     an unprivileged user (nobody) can bind that port in a namespace;
+#  6. the GID table is in a RoCE NIC's order: GID 0 is the veth's link-local
+#     address, the first IPv4 GID (what UCX and perftest choose by
+#     themselves) is the veth's IPv4 address, loopback's GIDs come last;
+#     on a host with only loopback, GID 0 is fe80::+GUID, then 127.0.0.1
+#     and ::1, and a same-host pingpong over 127.0.0.1's GID works.
 # Needs root for the namespaces; skipped (77) where they cannot be made.
 set -u
 here=$(cd "$(dirname "$0")" && pwd -P)
@@ -68,10 +73,10 @@ echo "# same-host pingpong inside host a over $me_a4"
 gid=$(nn_gid_index a "$me_a4")
 check "a: GID index of $me_a4 found ($gid)" test -n "$gid"
 port=$((20000 + (RANDOM % 20000)))
-nn_bg a "$tmp/pp.srv" timeout 60 ibv_rc_pingpong -g "${gid:-0}" -p "$port" -n 1000
+nn_bg a "$tmp/pp.srv" timeout 60 ibv_rc_pingpong -g "${gid:-none}" -p "$port" -n 1000
 spid=$NN_LAST_PID
 if nn_wait_port a "$port"; then
-	on_a timeout 60 ibv_rc_pingpong -g "${gid:-0}" -p "$port" -n 1000 "$me_a4" >"$tmp/pp.cli" 2>&1
+	on_a timeout 60 ibv_rc_pingpong -g "${gid:-none}" -p "$port" -n 1000 "$me_a4" >"$tmp/pp.cli" 2>&1
 	crc=$?
 else
 	crc="server did not listen"
@@ -107,6 +112,48 @@ ip netns add "$NN_A-u" && ip netns exec "$NN_A-u" setpriv --reuid=65534 --regid=
 ip netns del "$NN_A-u" 2>/dev/null
 cat "$tmp/udp.u"
 check "nobody binds UDP 4791 in a namespace of its own" grep -q '^uid 65534 bound' "$tmp/udp.u"
+
+echo "# GID order"
+# gidx FILE ADDR: index of ADDR's GID in an ibv_devinfo -v output
+gidx() { gid_from_devinfo "$2" <"$tmp/$1"; }
+ll_a=$(ip -n "$NN_A" -6 -o addr show dev "$NN_IF" scope link | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+check "a: GID 0 is the veth's link-local address $ll_a ($(gidx info.a "$ll_a"))" test "$(gidx info.a "$ll_a")" = 0
+first4=$(sed -n 's/^[[:space:]]*GID\[ *[0-9]*\]:[[:space:]]*::ffff:\([0-9.]*\), RoCE v2$/\1/p' "$tmp/info.a" | head -1)
+check "a: the first IPv4 GID is the veth's ($first4)" test "$first4" = "$me_a4"
+lo4=$(gidx info.a 127.0.0.1) lo6=$(gidx info.a ::1) veth_max=0
+for g in "$ll_a" "$me_a4" "$me_a6"; do
+	i=$(gidx info.a "$g") && [ "$i" -gt "$veth_max" ] && veth_max=$i
+done
+check "a: loopback's GIDs ($lo4, $lo6) after the veth's (up to $veth_max)" \
+	test -n "$lo4" -a -n "$lo6" -a "${lo4:-0}" -gt "$veth_max" -a "${lo6:-0}" -gt "$veth_max"
+
+# a host with loopback only: its own namespace and daemon
+lo_ns=$NN_A-lo lo_sock=softrdma-2h-$$-lo
+ip netns add "$lo_ns" && ip -n "$lo_ns" link set lo up
+lo_run() { ip netns exec "$lo_ns" env LD_LIBRARY_PATH="$NN_BUILD/lib" SOFTRDMA_SOCKET=$lo_sock SOFTRDMA_NO_SPAWN=1 "$@"; }
+lo_run setpriv --pdeathsig TERM "$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null 2>&1 &
+lo_dpid=$!
+for _ in $(seq 100); do lo_run "$NN_SR" status 2>/dev/null | grep -q '^device' && break; sleep 0.05; done
+lo_run ibv_devinfo -v >"$tmp/info.lo" 2>&1
+grep 'GID\[' "$tmp/info.lo" | sed "s/^/[lo] /"
+check "loopback-only: GID 0 is fe80:: + GUID" grep -Eq 'GID\[ *0\]:[[:space:]]+fe80::' "$tmp/info.lo"
+check "loopback-only: GID 1 is 127.0.0.1" test "$(gidx info.lo 127.0.0.1)" = 1
+check "loopback-only: GID 2 is ::1" test "$(gidx info.lo ::1)" = 2
+g=$(gidx info.lo 127.0.0.1)
+port=$((20000 + (RANDOM % 20000)))
+lo_run timeout 60 ibv_rc_pingpong -g "${g:-none}" -p "$port" -n 1000 >"$tmp/lo.srv" 2>&1 &
+lo_spid=$!
+for _ in $(seq 200); do ip netns exec "$lo_ns" ss -ltnH "sport = :$port" | grep -q . && break; sleep 0.05; done
+lo_run timeout 60 ibv_rc_pingpong -g "${g:-none}" -p "$port" -n 1000 127.0.0.1 >"$tmp/lo.cli" 2>&1
+lo_crc=$?
+wait "$lo_spid"
+lo_src=$?
+kill "$lo_dpid" 2>/dev/null
+wait "$lo_dpid" 2>/dev/null
+ip netns del "$lo_ns"
+tail -2 "$tmp/lo.cli" | sed 's/^/[lo client] /'
+check "loopback-only: pingpong over 127.0.0.1's GID ($lo_crc, $lo_src)" \
+	test "$lo_crc" = 0 -a "$lo_src" = 0 && grep -q '^1000 iters in' "$tmp/lo.cli"
 
 echo "$passes passed, $fails failed"
 [ $fails = 0 ]

@@ -45,15 +45,17 @@ echo "refused, with: $(head -c 120 "$tmp/other.err")..."
 
 echo "# 2. a new pid namespace with the default socket: a daemon of its own"
 port=$((20000 + (RANDOM % 20000)))
+# the same network namespace, so the same GID table as our daemon's
+gid=$(sr_gid_index 127.0.0.1) || fail "soft0 has no GID for 127.0.0.1"
 unshare --pid --fork --mount-proc env -u SOFTRDMA_SOCKET -u SOFTRDMA_NO_SPAWN \
-	SR="$SR" PORT="$port" T="$tmp" bash -c '
-	timeout 60 "$SR" run -- ibv_rc_pingpong -g 0 -p "$PORT" -n 1000 >"$T/srv.out" 2>&1 &
+	SR="$SR" PORT="$port" GID="$gid" T="$tmp" bash -c '
+	timeout 60 "$SR" run -- ibv_rc_pingpong -g "$GID" -p "$PORT" -n 1000 >"$T/srv.out" 2>&1 &
 	srv=$!
 	for _ in $(seq 200); do
 		ss -ltnH "sport = :$PORT" | grep -q . && break
 		sleep 0.05
 	done
-	timeout 60 "$SR" run -- ibv_rc_pingpong -g 0 -p "$PORT" -n 1000 127.0.0.1 >"$T/cli.out" 2>&1
+	timeout 60 "$SR" run -- ibv_rc_pingpong -g "$GID" -p "$PORT" -n 1000 127.0.0.1 >"$T/cli.out" 2>&1
 	c=$?
 	wait $srv
 	s=$?
