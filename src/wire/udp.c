@@ -2,6 +2,7 @@
  * RoCEv2 datagrams through kernel UDP sockets (see udp.h).
  */
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netinet/udp.h>
 #include <poll.h>
 #include <string.h>
@@ -49,6 +50,40 @@ int sr_udp_socket(uint16_t port, uint16_t *bound)
 	return fd;
 }
 
+/*
+ * The interface of a link-local source GID (fe80::/10): a link-local
+ * destination means nothing to the kernel without it.  getifaddrs on a
+ * miss, the last answer kept per thread (the engine's, a UD poster's).
+ */
+static uint32_t link_ifindex(const uint8_t sgid[16])
+{
+	static __thread uint8_t last[16];
+	static __thread uint32_t last_if;
+	struct ifaddrs *ifa;
+
+	if (last_if && !memcmp(last, sgid, 16))
+		return last_if;
+	if (getifaddrs(&ifa))
+		return 0;
+	last_if = 0;
+	for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)i->ifa_addr;
+
+		if (a && a->sin6_family == AF_INET6 && !memcmp(&a->sin6_addr, sgid, 16)) {
+			last_if = a->sin6_scope_id;
+			memcpy(last, sgid, 16);
+			break;
+		}
+	}
+	freeifaddrs(ifa);
+	return last_if;
+}
+
+static bool gid_link_local(const uint8_t gid[16])
+{
+	return gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80;
+}
+
 size_t sr_udp_route(struct sockaddr_in6 *dst, struct cmsghdr *cm, const uint8_t sgid[16],
 		    const uint8_t dgid[16])
 {
@@ -70,6 +105,8 @@ size_t sr_udp_route(struct sockaddr_in6 *dst, struct cmsghdr *cm, const uint8_t 
 	struct in6_pktinfo pi = {0};
 
 	memcpy(&pi.ipi6_addr, sgid, 16);
+	if (gid_link_local(dgid) || gid_link_local(sgid))
+		pi.ipi6_ifindex = dst->sin6_scope_id = link_ifindex(sgid);
 	cm->cmsg_level = IPPROTO_IPV6;
 	cm->cmsg_type = IPV6_PKTINFO;
 	cm->cmsg_len = CMSG_LEN(sizeof(pi));
