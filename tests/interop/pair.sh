@@ -6,6 +6,7 @@
 # usage: pair.sh BUILD_DIR KIND PROGRAM [ARGS...]
 #   KIND pingpong: ibv_*_pingpong; passes -g 0 -p PORT; expects the
 #                  "bytes in ... seconds" and "iters in" lines on both sides
+#   KIND xsrq:     ibv_xsrq_pingpong (XRC); as pingpong, expects "success"
 #   KIND perftest: ib_*_{bw,lat}; passes -d soft0 -x 0 -F -p PORT; expects
 #                  the result table (a header line with #bytes and data rows)
 set -u
@@ -17,7 +18,7 @@ shift 3
 sr_setup "$build" || exit 1
 port=$((20000 + (RANDOM % 20000)))
 case $kind in
-pingpong) common=(-g 0 -p "$port") ;;
+pingpong | xsrq) common=(-g 0 -p "$port") ;;
 perftest) common=(-d soft0 -x 0 -F -p "$port") ;;
 *) echo "unknown kind $kind"; exit 2 ;;
 esac
