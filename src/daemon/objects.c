@@ -1427,7 +1427,9 @@ static int do_destroy_qp(struct sr_daemon *d, struct sr_client *c, const struct 
 				return 0;
 			}
 		}
-		return -EINVAL;
+		/* none left: the QP passed to this client when its creator went */
+		if (o->owner != c)
+			return -EINVAL;
 	}
 	if (o->owner != c)
 		return -EINVAL;
