@@ -999,9 +999,9 @@ static void wire_route(struct sr_daemon *d, struct sr_qp_shm *qp)
 	static_assert(sizeof(ah) <= sizeof(qp->ah_attr), "ah_attr fits");
 	memcpy(&ah, qp->ah_attr, sizeof(ah));
 	qp->wire = 0;
-	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC && qp->type != IBV_QPT_XRC_SEND &&
-	     qp->type != IBV_QPT_XRC_RECV) ||
-	    !ah.is_global)
+	/* XRC stays on this host: the engine has no XRC opcodes yet, so a
+	 * remote XRC peer is an absent one (its SENDs time out) */
+	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) || !ah.is_global)
 		return;
 	for (uint32_t i = 0; i < d->dev.gid_cnt; i++)
 		if (!memcmp(d->dev.gids[i].gid, ah.grh.dgid.raw, 16))
