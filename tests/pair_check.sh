@@ -4,7 +4,9 @@
 #   pair_check KIND PROGRAM LOGDIR CLIENT_RC SERVER_RC
 #     both sides exited 0; KIND pingpong: both printed the "bytes in ...
 #     seconds" and "iters in" lines; KIND perftest: the client (and a bw
-#     server) printed the result table.  Prints each failure; returns 0
+#     server) printed the result table; KIND xsrq (ibv_xsrq_pingpong):
+#     both printed "success" and each side's SRQ number is the one the
+#     other printed as remote.  Prints each failure; returns 0
 #     when all hold.
 pair_check() {
 	local kind=$1 prog=$2 log=$3 crc=$4 src=$5 ok=0 side
@@ -25,7 +27,18 @@ pair_check() {
 					{ echo "FAIL: $side printed no result table"; ok=1; }
 			fi
 			;;
+		xsrq)
+			grep -q '^success$' "$log/$side" ||
+				{ echo "FAIL: $side printed no success"; ok=1; }
+			;;
 		esac
 	done
+	if [ "$kind" = xsrq ]; then
+		local cl sr
+		cl=$(sed -n 's/^ *local:.*SRQN \([0-9a-f]*\),.*/\1/p' "$log/client")
+		sr=$(sed -n 's/^ *remote:.*SRQN \([0-9a-f]*\),.*/\1/p' "$log/server")
+		[ -n "$cl" ] && [ "$cl" = "$sr" ] ||
+			{ echo "FAIL: client SRQN '$cl' is not the server's remote '$sr'"; ok=1; }
+	fi
 	return $ok
 }

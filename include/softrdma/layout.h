@@ -186,7 +186,8 @@ struct sr_send_wqe {
 	uint32_t ud_ah_global; /* UD: AH had is_global */
 	uint8_t ud_dgid[16];   /* UD: destination GID (multicast group when ud_qpn is 0xffffff) */
 	uint8_t ud_sgid[16];   /* UD: source GID, for the receiver's GRH */
-	uint8_t pad[8];
+	uint32_t xrc_srqn;     /* XRC_SEND: the SRQ at the target (the XRCETH's SRQN) */
+	uint8_t pad[4];
 };
 static_assert(sizeof(struct sr_send_wqe) == 128, "send wqe layout");
 
@@ -210,12 +211,16 @@ struct sr_cqe {
 	uint32_t qp_num;
 	uint32_t src_qp;
 	uint32_t wc_flags;
-	uint32_t vendor_err;
+	union {
+		uint32_t vendor_err;
+		uint32_t xrc_srqn; /* when `xrc`: the XRC SRQ whose WQE it completes */
+	};
 	uint16_t pkey_index;
 	uint16_t slid;
 	uint8_t sl;
 	uint8_t dlid_path_bits;
-	uint8_t pad[2];
+	uint8_t xrc; /* a receive through an XRC target QP (vendor_err reads 0) */
+	uint8_t pad;
 	uint32_t wqe_index; /* receive completions: the RQ/SRQ index of the WQE */
 	uint64_t timestamp; /* CLOCK_MONOTONIC ns */
 };
@@ -265,7 +270,14 @@ struct sr_srq_shm {
 	uint64_t user_handle; /* owner's struct ibv_srq * for async events */
 	_Atomic uint32_t limit_armed;
 	_Atomic uint32_t async_events; /* bits (1 << enum ibv_event_type) pending for the owner */
-	uint32_t pad[2];
+	/* XRC SRQ (IBV_SRQT_XRC): its XRC domain's number (0: a basic SRQ), and
+	 * the CQ its receive completions go to, whichever XRC_RECV QP of the
+	 * domain delivered the message (IBTA A14) */
+	uint32_t xrcd;
+	/* XRC: the last XRC_SEND QP that waited here for a receive (RNR), for
+	 * post_srq_recv to run it (its responder QP may be in any process) */
+	_Atomic uint32_t waiter_qpn;
+	uint64_t cq_off;
 	struct sr_lock lock; /* consumers (executors), and modify_srq's limit */
 	struct sr_wq rq;
 };
@@ -308,7 +320,7 @@ struct sr_qp_shm {
 	uint16_t pkey_index;
 	uint8_t sq_draining;
 	uint8_t en_sqd_async_notify;
-	uint32_t pad0;
+	uint32_t xrcd;	     /* XRC_RECV: its XRC domain's number; SRQs of that domain only */
 	uint8_t ah_attr[32]; /* struct ibv_ah_attr as given (opaque here) */
 	uint8_t alt_ah_attr[32];
 	uint32_t alt_port_num, alt_pkey_index, alt_timeout, path_mig_state;

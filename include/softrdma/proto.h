@@ -31,7 +31,7 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 4u
+#define SR_PROTO_VERSION 5u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 /* An MR is a list of segments, one per memfd backing it spans (earlier
@@ -90,6 +90,11 @@ enum sr_op {
 	SR_OP_CM_MIGRATE,    /* u.cm.channel: the new one */
 	SR_OP_CM_QUERY,	     /* rep.u.cm_info */
 	SR_OP_CM_SET_OPTION, /* u.cm.option, u.cm.value */
+	/* XRC (IBTA A14): domains, and XRC_RECV QPs opened by number */
+	SR_OP_OPEN_XRCD,  /* fds[0]: the file naming the domain (none: a private one);
+			     u.xrcd.oflags; rep.handle: this client's handle */
+	SR_OP_CLOSE_XRCD, /* handle: EBUSY while SRQs or QPs were made through it */
+	SR_OP_OPEN_QP,	  /* handle: an XRC_RECV QPN; u.open_qp; rep.u.qp as CREATE_QP */
 	SR_OP_MAX
 };
 
@@ -266,7 +271,7 @@ struct sr_req {
 			uint32_t srqn;
 			uint32_t sq_sig_all;
 			uint32_t async_fd_id;
-			uint32_t pad;
+			uint32_t xrcd; /* XRC_RECV: the XRCD handle (no PD, CQs or queues) */
 			uint64_t user_handle;
 			struct sr_req_qp_caps cap;
 		} create_qp;
@@ -279,9 +284,19 @@ struct sr_req {
 			uint32_t pd;
 			uint32_t max_wr, max_sge, srq_limit;
 			uint32_t async_fd_id;
-			uint32_t pad;
+			uint32_t xrcd; /* IBV_SRQT_XRC: the XRCD handle, else 0 */
 			uint64_t user_handle;
+			uint32_t cq; /* IBV_SRQT_XRC: the CQ of its receive completions */
+			uint32_t pad;
 		} srq;
+		struct {
+			uint32_t oflags; /* O_CREAT, O_EXCL, as ibv_xrcd_init_attr */
+		} xrcd;
+		struct {
+			uint32_t xrcd; /* the opener's XRCD handle of the QP's domain */
+			uint32_t async_fd_id;
+			uint64_t user_handle;
+		} open_qp;
 		struct {
 			uint32_t pd;
 			uint32_t type; /* IBV_MW_TYPE_1/2 */
@@ -349,6 +364,7 @@ struct sr_rep {
 		struct {
 			uint64_t off; /* arena offset of struct sr_qp_shm */
 			struct sr_req_qp_caps cap;
+			uint32_t type; /* OPEN_QP: the QP's type */
 		} qp;
 		struct {
 			uint32_t state; /* new QP state */

@@ -27,10 +27,24 @@ enum sr_obj_kind {
 	SR_OBJ_QP,
 	SR_OBJ_AH,
 	SR_OBJ_MCAST,
+	SR_OBJ_XRCD,  /* a client's handle on an XRC domain (struct sr_xrcd_dom) */
+	SR_OBJ_QPREF, /* a client's ibv_open_qp of another's XRC_RECV QP */
 	SR_OBJ_KINDS
 };
 
 struct sr_client;
+
+/* An XRC domain (IBTA A14): host-wide, named by the inode of the file a
+ * process opened it with (as the kernel's table keyed by inode), or
+ * private (no file).  Lives while any client holds a handle on it; the
+ * daemon keeps the file open meanwhile, so the inode cannot be reused. */
+struct sr_xrcd_dom {
+	uint32_t id; /* the number SRQs and XRC_RECV QPs carry in the arena */
+	uint32_t handles;
+	int fd; /* -1: private */
+	uint64_t dev, ino;
+	struct sr_xrcd_dom *next;
+};
 
 /* One registered resource.  `users` counts objects that depend on this one
  * (QPs on a CQ, MRs on a PD...): destroying it while users > 0 is EBUSY,
@@ -42,6 +56,10 @@ struct sr_obj {
 	struct sr_obj *cnext, *cprev; /* owner's list */
 	uint32_t users;
 	struct sr_obj *deps[4]; /* objects this one holds a use of */
+	/* XRC_RECV QP: the SR_OBJ_QPREFs of other clients that opened it
+	 * (ibv_open_qp), linked by ref_next; the QP passes to one of them when
+	 * its owner destroys it or goes (IBTA A14: it lives while opened) */
+	struct sr_obj *refs, *ref_next;
 	union {
 		struct {
 			int fd;
@@ -72,6 +90,14 @@ struct sr_obj {
 			uint16_t lid;
 			uint32_t qpn;
 		} mcast;
+		struct {
+			struct sr_xrcd_dom *dom;
+		} xrcd;
+		struct {
+			struct sr_obj *qp;
+			uint32_t async_fd_id;
+			uint64_t user_handle;
+		} qpref;
 	} u;
 };
 
@@ -124,6 +150,8 @@ struct sr_daemon {
 	struct sr_obj **by_handle[SR_OBJ_KINDS]; /* handle index -> object */
 	struct sr_obj **qp_by_idx, **srq_by_idx, **key_by_idx;
 	struct sr_cm *cm; /* the connection manager (cm/) */
+	struct sr_xrcd_dom *xrcds;
+	uint32_t next_xrcd_id;
 };
 
 /* device.c */

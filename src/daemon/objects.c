@@ -46,8 +46,8 @@ static uint32_t align64(uint32_t v)
 
 int sr_objects_init(struct sr_daemon *d)
 {
-	static const enum sr_obj_kind handle_kinds[] = {SR_OBJ_FD, SR_OBJ_PD, SR_OBJ_CQ,
-							SR_OBJ_MCAST};
+	static const enum sr_obj_kind handle_kinds[] = {SR_OBJ_FD,    SR_OBJ_PD,   SR_OBJ_CQ,
+							SR_OBJ_MCAST, SR_OBJ_XRCD, SR_OBJ_QPREF};
 	struct rlimit rl;
 
 	/* a quarter of the descriptors (at least 64) for sockets and replies */
@@ -167,6 +167,24 @@ static void obj_to_front(struct sr_obj *o)
 	o->cprev = NULL;
 	o->cnext = c->objs;
 	c->objs->cprev = o;
+	c->objs = o;
+}
+
+/* Moves o from its owner's list to the front of c's (an XRC_RECV QP that
+ * passes to a client that opened it). */
+static void obj_give(struct sr_obj *o, struct sr_client *c)
+{
+	if (o->cprev)
+		o->cprev->cnext = o->cnext;
+	else
+		o->owner->objs = o->cnext;
+	if (o->cnext)
+		o->cnext->cprev = o->cprev;
+	o->owner = c;
+	o->cprev = NULL;
+	o->cnext = c->objs;
+	if (c->objs)
+		c->objs->cprev = o;
 	c->objs = o;
 }
 
@@ -320,6 +338,89 @@ static void fd_destroy(struct sr_daemon *d, struct sr_obj *o)
 	close(o->u.fd.fd);
 	d->fds_held--;
 	o->owner->fds_held--;
+	handle_free(d, o);
+	obj_unlink(o);
+}
+
+/* ---- XRC domains (IBTA A14; the kernel's ib_uverbs_open_xrcd) ---- */
+
+static int do_open_xrcd(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			int *fds, int nfds, struct sr_rep *rep)
+{
+	uint32_t of = req->u.xrcd.oflags;
+	struct sr_xrcd_dom *dom = NULL;
+	struct stat st;
+	struct sr_obj *o;
+	int ret;
+
+	if (nfds > 1 || (of & ~(uint32_t)(O_CREAT | O_EXCL)))
+		return -EINVAL;
+	if (nfds == 1) {
+		if (fstat(fds[0], &st))
+			return -EBADF;
+		for (dom = d->xrcds; dom; dom = dom->next)
+			if (dom->fd >= 0 && dom->dev == (uint64_t)st.st_dev &&
+			    dom->ino == (uint64_t)st.st_ino)
+				break;
+		/* as the kernel: a file with no domain yet needs O_CREAT, and
+		 * O_EXCL refuses one that has a domain already */
+		if (!dom && !(of & O_CREAT))
+			return -EAGAIN;
+		if (dom && (of & O_EXCL))
+			return -EINVAL;
+		if (!dom && d->fds_held >= d->fds_budget)
+			return -EMFILE;
+	}
+	o = obj_new(c, SR_OBJ_XRCD);
+	if (!o)
+		return -ENOMEM;
+	ret = handle_new(d, o);
+	if (ret) {
+		obj_unlink(o);
+		return ret;
+	}
+	if (!dom) {
+		dom = calloc(1, sizeof(*dom));
+		if (!dom) {
+			handle_free(d, o);
+			obj_unlink(o);
+			return -ENOMEM;
+		}
+		dom->id = ++d->next_xrcd_id ? d->next_xrcd_id : ++d->next_xrcd_id;
+		dom->fd = -1;
+		if (nfds == 1) {
+			dom->fd = fds[0];
+			fds[0] = -1; /* kept: the inode stays ours while the domain lives */
+			dom->dev = st.st_dev;
+			dom->ino = st.st_ino;
+			d->fds_held++;
+		}
+		dom->next = d->xrcds;
+		d->xrcds = dom;
+	}
+	dom->handles++;
+	o->u.xrcd.dom = dom;
+	rep->handle = o->handle;
+	return 0;
+}
+
+static void xrcd_destroy(struct sr_daemon *d, struct sr_obj *o)
+{
+	struct sr_xrcd_dom *dom = o->u.xrcd.dom;
+
+	if (!--dom->handles) {
+		for (struct sr_xrcd_dom **p = &d->xrcds; *p; p = &(*p)->next) {
+			if (*p == dom) {
+				*p = dom->next;
+				break;
+			}
+		}
+		if (dom->fd >= 0) {
+			close(dom->fd);
+			d->fds_held--;
+		}
+		free(dom);
+	}
 	handle_free(d, o);
 	obj_unlink(o);
 }
@@ -819,6 +920,7 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 			 struct sr_rep *rep)
 {
 	struct sr_obj *pd = owned(d, c, SR_OBJ_PD, req->u.srq.pd), *o;
+	struct sr_obj *xrcd = NULL, *cq = NULL;
 	uint32_t max_wr = req->u.srq.max_wr, sge = req->u.srq.max_sge, stride, cnt;
 	struct sr_srq_shm *srq;
 	uint64_t off, got, hdr;
@@ -826,6 +928,12 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 
 	if (!pd || !event_fd_ok(d, c, req->u.srq.async_fd_id))
 		return -EINVAL;
+	if (req->u.srq.xrcd) { /* an XRC SRQ: its domain and its CQ */
+		xrcd = owned(d, c, SR_OBJ_XRCD, req->u.srq.xrcd);
+		cq = owned(d, c, SR_OBJ_CQ, req->u.srq.cq);
+		if (!xrcd || !cq)
+			return -EINVAL;
+	}
 	if (!max_wr || max_wr > SR_MAX_SRQ_WR || sge > SR_MAX_SGE || req->u.srq.srq_limit > max_wr)
 		return -EINVAL;
 	if (!sge)
@@ -846,6 +954,10 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 		return -ENOMEM;
 	}
 	obj_hold(o, pd);
+	if (xrcd) {
+		obj_hold(o, xrcd);
+		obj_hold(o, cq);
+	}
 	o->handle = sr_qpn_make(idx, sr_random32());
 	o->u.shm.off = off;
 	o->u.shm.size = got;
@@ -856,6 +968,9 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 	srq->owner_pid = c->pid;
 	srq->async_fd_id = req->u.srq.async_fd_id;
 	srq->user_handle = req->u.srq.user_handle;
+	srq->xrcd = xrcd ? xrcd->u.xrcd.dom->id : 0;
+	srq->cq_off = cq ? cq->u.shm.off : 0;
+	atomic_store_explicit(&srq->waiter_qpn, 0, memory_order_relaxed);
 	sr_shm_lock_init(&srq->lock);
 	wq_init(&srq->rq, 2 * cnt, sge, 0, stride, off + hdr);
 	srq->rq.max_wr = cnt;
@@ -884,6 +999,8 @@ static void wire_route(struct sr_daemon *d, struct sr_qp_shm *qp)
 	static_assert(sizeof(ah) <= sizeof(qp->ah_attr), "ah_attr fits");
 	memcpy(&ah, qp->ah_attr, sizeof(ah));
 	qp->wire = 0;
+	/* XRC stays on this host: the engine has no XRC opcodes yet, so a
+	 * remote XRC peer is an absent one (its SENDs time out) */
 	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) || !ah.is_global)
 		return;
 	for (uint32_t i = 0; i < d->dev.gid_cnt; i++)
@@ -959,40 +1076,61 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 			struct sr_rep *rep)
 {
 	const __typeof__(req->u.create_qp) *r = &req->u.create_qp;
+	bool xrc_recv = r->type == IBV_QPT_XRC_RECV, xrc_send = r->type == IBV_QPT_XRC_SEND;
 	struct sr_obj *pd = owned(d, c, SR_OBJ_PD, r->pd);
 	struct sr_obj *scq = owned(d, c, SR_OBJ_CQ, r->send_cq);
 	struct sr_obj *rcq = owned(d, c, SR_OBJ_CQ, r->recv_cq);
-	struct sr_obj *srq = NULL, *o;
+	struct sr_obj *srq = NULL, *xrcd = NULL, *o;
 	struct sr_req_qp_caps cap = r->cap;
 	uint32_t sstride, rstride, scnt, rcnt;
 	uint64_t off, got, hdr, sq_bytes;
+	bool no_rq;
 	struct sr_qp_shm *qp;
 	int64_t idx;
 
-	if (r->type != IBV_QPT_RC && r->type != IBV_QPT_UC && r->type != IBV_QPT_UD)
+	if (r->type != IBV_QPT_RC && r->type != IBV_QPT_UC && r->type != IBV_QPT_UD && !xrc_recv &&
+	    !xrc_send)
 		return -EOPNOTSUPP;
-	if (!pd || !scq || !rcq || !event_fd_ok(d, c, r->async_fd_id))
+	if (!event_fd_ok(d, c, r->async_fd_id))
 		return -EINVAL;
+	if (xrc_recv) {
+		/* IBTA A14: an XRC target QP belongs to a domain, not a PD; it
+		 * has no queues and no CQs (its SRQs have them) */
+		xrcd = owned(d, c, SR_OBJ_XRCD, r->xrcd);
+		if (!xrcd)
+			return -EINVAL;
+		pd = scq = rcq = NULL;
+		memset(&cap, 0, sizeof(cap));
+	} else if (xrc_send) {
+		/* the initiator side: a send queue only */
+		if (!pd || !scq || r->srqn)
+			return -EINVAL;
+		rcq = NULL;
+		cap.max_recv_wr = cap.max_recv_sge = 0;
+	} else if (!pd || !scq || !rcq) {
+		return -EINVAL;
+	}
 	if (r->srqn) {
 		srq = owned(d, c, SR_OBJ_SRQ, r->srqn);
-		if (!srq)
-			return -EINVAL;
+		if (!srq || ((struct sr_srq_shm *)sr_arena_at(d->arena, srq->u.shm.off))->xrcd)
+			return -EINVAL; /* an XRC SRQ is fed through XRC_RECV QPs only */
 	}
+	no_rq = srq || xrc_recv || xrc_send;
 	if (cap.max_send_wr > SR_MAX_QP_WR || cap.max_send_sge > SR_MAX_SGE ||
 	    cap.max_inline_data > SR_MAX_INLINE)
 		return -EINVAL;
-	if (!srq && (cap.max_recv_wr > SR_MAX_QP_WR || cap.max_recv_sge > SR_MAX_SGE))
+	if (!no_rq && (cap.max_recv_wr > SR_MAX_QP_WR || cap.max_recv_sge > SR_MAX_SGE))
 		return -EINVAL;
-	if (srq)
+	if (no_rq)
 		cap.max_recv_wr = cap.max_recv_sge = 0;
-	if (!cap.max_send_sge)
+	if (!cap.max_send_sge && !xrc_recv)
 		cap.max_send_sge = 1;
-	if (!srq && !cap.max_recv_sge)
+	if (!no_rq && !cap.max_recv_sge)
 		cap.max_recv_sge = 1;
-	sstride = send_stride(cap.max_send_sge, cap.max_inline_data);
+	sstride = send_stride(cap.max_send_sge ? cap.max_send_sge : 1, cap.max_inline_data);
 	rstride = recv_stride(cap.max_recv_sge ? cap.max_recv_sge : 1);
 	scnt = roundup_pow2(cap.max_send_wr ? cap.max_send_wr : 1);
-	rcnt = srq ? 0 : roundup_pow2(cap.max_recv_wr ? cap.max_recv_wr : 1);
+	rcnt = no_rq ? 0 : roundup_pow2(cap.max_recv_wr ? cap.max_recv_wr : 1);
 	/* SR_WQ_FREED_BY_POLL: twice the slots of max_wr (layout.h) */
 	hdr = align64(sizeof(*qp));
 	sq_bytes = (uint64_t)scnt * sstride;
@@ -1007,9 +1145,14 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 		sr_heap_free(d, off, got);
 		return -ENOMEM;
 	}
-	obj_hold(o, pd);
-	obj_hold(o, scq);
-	obj_hold(o, rcq);
+	if (xrcd)
+		obj_hold(o, xrcd); /* deps[0]: passed on with the QP (qp_pass_on) */
+	if (pd)
+		obj_hold(o, pd);
+	if (scq)
+		obj_hold(o, scq);
+	if (rcq)
+		obj_hold(o, rcq);
 	if (srq)
 		obj_hold(o, srq);
 	o->handle = sr_qpn_make(idx, qpn_tag());
@@ -1021,21 +1164,24 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	qp->qpn = o->handle;
 	qp->type = r->type;
 	atomic_store_explicit(&qp->state, IBV_QPS_RESET, memory_order_relaxed);
-	qp->pd = r->pd;
+	qp->pd = pd ? r->pd : 0;
+	qp->xrcd = xrcd ? xrcd->u.xrcd.dom->id : 0;
 	qp->owner_pid = c->pid;
 	qp->async_fd_id = r->async_fd_id;
 	qp->user_handle = r->user_handle;
 	qp->srqn = r->srqn;
 	qp->sq_sig_all = r->sq_sig_all;
-	qp->send_cq_off = scq->u.shm.off;
-	qp->recv_cq_off = rcq->u.shm.off;
+	qp->send_cq_off = scq ? scq->u.shm.off : 0;
+	qp->recv_cq_off = rcq ? rcq->u.shm.off : 0;
 	qp->srq_off = srq ? srq->u.shm.off : 0;
 	qp->port_num = 1;
 	sr_shm_lock_init(&qp->sq_lock);
 	sr_shm_lock_init(&qp->rq_lock);
 	wq_init(&qp->sq, scnt, cap.max_send_sge, sstride - sizeof(struct sr_send_wqe), sstride,
 		off + hdr);
-	if (!srq) {
+	if (xrc_recv)
+		qp->sq.max_wr = 0; /* a ring of one, never posted to */
+	if (!no_rq) {
 		wq_init(&qp->rq, 2 * rcnt, cap.max_recv_sge, 0, rstride, off + hdr + sq_bytes);
 		qp->rq.max_wr = rcnt;
 		qp->rq.flags = SR_WQ_FREED_BY_POLL;
@@ -1046,10 +1192,29 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	rep->u.qp.off = off;
 	rep->u.qp.cap.max_send_wr = qp->sq.max_wr;
 	rep->u.qp.cap.max_send_sge = cap.max_send_sge;
-	rep->u.qp.cap.max_inline_data = qp->sq.max_inline;
-	rep->u.qp.cap.max_recv_wr = srq ? 0 : qp->rq.max_wr;
-	rep->u.qp.cap.max_recv_sge = srq ? 0 : cap.max_recv_sge;
+	rep->u.qp.cap.max_inline_data = xrc_recv ? 0 : qp->sq.max_inline;
+	rep->u.qp.cap.max_recv_wr = no_rq ? 0 : qp->rq.max_wr;
+	rep->u.qp.cap.max_recv_sge = no_rq ? 0 : cap.max_recv_sge;
+	rep->u.qp.type = r->type;
 	return 0;
+}
+
+/* The QP a client may modify or destroy: its own, or an XRC_RECV QP it
+ * opened (ibv_open_qp); *ref is then the client's SR_OBJ_QPREF. */
+static struct sr_obj *qp_for(struct sr_daemon *d, struct sr_client *c, uint32_t qpn,
+			     struct sr_obj **ref)
+{
+	struct sr_obj *o = sr_obj_lookup(d, SR_OBJ_QP, qpn);
+
+	*ref = NULL;
+	if (!o || o->owner == c)
+		return o && o->owner == c ? o : NULL;
+	for (struct sr_obj *r = o->refs; r; r = r->ref_next)
+		if (r->owner == c) {
+			*ref = r;
+			return o;
+		}
+	return NULL;
 }
 
 static void wq_reset(struct sr_wq *wq)
@@ -1075,7 +1240,7 @@ static void rq_discard(struct sr_wq *wq)
 static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 			struct sr_rep *rep)
 {
-	struct sr_obj *o = owned(d, c, SR_OBJ_QP, req->handle);
+	struct sr_obj *ref, *o = qp_for(d, c, req->handle, &ref);
 	const struct sr_qp_limits lim = {
 	    .port_count = 1,
 	    .pkey_table_len = SR_PKEY_TBL_LEN,
@@ -1105,6 +1270,11 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 		return ret;
 	if (mask & IBV_QP_CAP)
 		return -EINVAL; /* resizing a QP's queues is not supported */
+	/* what the check ignores for XRC (qp_state.h) is not applied either */
+	if (qp->type == IBV_QPT_XRC_SEND)
+		mask &= ~(uint32_t)(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	else if (qp->type == IBV_QPT_XRC_RECV)
+		mask &= ~(uint32_t)(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
 
 	if (lock_all((struct sr_lock *[]){&qp->sq_lock, &qp->rq_lock, &qp->rq.prod_lock}, 3))
 		return SR_RETRY;
@@ -1171,6 +1341,106 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 }
 
 static void mcast_detach_qp(struct sr_daemon *d, uint32_t qpn, const uint8_t *gid);
+
+static void obj_destroy(struct sr_daemon *d, struct sr_obj *o);
+
+/* An XRC_RECV QP whose owner destroys it (or goes) while other clients
+ * have it open passes to the first of them, with that client's use of its
+ * XRCD handle, async event fd and handle, instead of being destroyed. */
+static void qp_pass_on(struct sr_daemon *d, struct sr_obj *o)
+{
+	struct sr_qp_shm *qp = sr_arena_at(d->arena, o->u.shm.off);
+	struct sr_obj *r = o->refs;
+
+	o->refs = r->ref_next;
+	o->deps[0]->users--;
+	o->deps[0] = r->deps[0]; /* r's use of its XRCD handle, taken over */
+	r->deps[0] = NULL;
+	obj_give(o, r->owner);
+	qp->owner_pid = r->owner->pid;
+	qp->async_fd_id = r->u.qpref.async_fd_id;
+	qp->user_handle = r->u.qpref.user_handle;
+	handle_free(d, r);
+	obj_unlink(r);
+}
+
+/* A client's ibv_destroy_qp of a QP it opened, or its teardown. */
+static void qpref_destroy(struct sr_daemon *d, struct sr_obj *r)
+{
+	struct sr_obj *qp = r->u.qpref.qp;
+
+	for (struct sr_obj **p = &qp->refs; *p; p = &(*p)->ref_next) {
+		if (*p == r) {
+			*p = r->ref_next;
+			break;
+		}
+	}
+	handle_free(d, r);
+	obj_unlink(r);
+}
+
+static int do_open_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+		      struct sr_rep *rep)
+{
+	struct sr_obj *xrcd = owned(d, c, SR_OBJ_XRCD, req->u.open_qp.xrcd);
+	struct sr_obj *o = sr_obj_lookup(d, SR_OBJ_QP, req->handle), *r;
+	struct sr_qp_shm *qp;
+	int ret;
+
+	/* as the kernel's ib_open_qp: an XRC target QP of the opener's domain */
+	if (!xrcd || !o || !event_fd_ok(d, c, req->u.open_qp.async_fd_id))
+		return -EINVAL;
+	qp = sr_arena_at(d->arena, o->u.shm.off);
+	if (qp->type != IBV_QPT_XRC_RECV || qp->xrcd != xrcd->u.xrcd.dom->id)
+		return -EINVAL;
+	r = obj_new(c, SR_OBJ_QPREF);
+	if (!r)
+		return -ENOMEM;
+	ret = handle_new(d, r);
+	if (ret) {
+		obj_unlink(r);
+		return ret;
+	}
+	obj_hold(r, xrcd); /* deps[0], as a QP's: its XRCD is busy while it is open */
+	r->u.qpref.qp = o;
+	r->u.qpref.async_fd_id = req->u.open_qp.async_fd_id;
+	r->u.qpref.user_handle = req->u.open_qp.user_handle;
+	r->ref_next = o->refs;
+	o->refs = r;
+	rep->handle = o->handle;
+	rep->u.qp.off = o->u.shm.off;
+	rep->u.qp.type = qp->type;
+	return 0;
+}
+
+static int do_destroy_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req)
+{
+	struct sr_obj *o = sr_obj_lookup(d, SR_OBJ_QP, req->handle);
+
+	if (!o)
+		return -EINVAL;
+	if (req->u.open_qp.xrcd) { /* the library's handle from ibv_open_qp */
+		for (struct sr_obj *r = o->refs; r; r = r->ref_next) {
+			if (r->owner == c && r->deps[0] &&
+			    r->deps[0]->handle == req->u.open_qp.xrcd) {
+				qpref_destroy(d, r);
+				return 0;
+			}
+		}
+		/* none left: the QP passed to this client when its creator went */
+		if (o->owner != c)
+			return -EINVAL;
+	}
+	if (o->owner != c)
+		return -EINVAL;
+	if (o->users)
+		return -EBUSY;
+	if (o->refs)
+		qp_pass_on(d, o);
+	else
+		obj_destroy(d, o);
+	return 0;
+}
 
 static void qp_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
@@ -1302,7 +1572,16 @@ static void obj_destroy(struct sr_daemon *d, struct sr_obj *o)
 		srq_destroy(d, o);
 		break;
 	case SR_OBJ_QP:
-		qp_destroy(d, o);
+		if (o->refs)
+			qp_pass_on(d, o); /* its owner goes; it lives on, opened */
+		else
+			qp_destroy(d, o);
+		break;
+	case SR_OBJ_XRCD:
+		xrcd_destroy(d, o);
+		break;
+	case SR_OBJ_QPREF:
+		qpref_destroy(d, o);
 		break;
 	default:
 		obj_unlink(o);
@@ -1497,7 +1776,16 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		ret = do_modify_qp(d, c, req, &rep);
 		break;
 	case SR_OP_DESTROY_QP:
-		ret = do_destroy(d, c, SR_OBJ_QP, req->handle);
+		ret = do_destroy_qp(d, c, req);
+		break;
+	case SR_OP_OPEN_QP:
+		ret = do_open_qp(d, c, req, &rep);
+		break;
+	case SR_OP_OPEN_XRCD:
+		ret = do_open_xrcd(d, c, req, fds, nfds, &rep);
+		break;
+	case SR_OP_CLOSE_XRCD:
+		ret = do_destroy(d, c, SR_OBJ_XRCD, req->handle);
 		break;
 	case SR_OP_CREATE_SRQ:
 		ret = do_create_srq(d, c, req, &rep);

@@ -270,6 +270,7 @@ static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		return 0;
 	}
 	if (first && !q->have_ticket) {
+		q->ticket.srqn = 0;
 		if (sr_resp_recv_take(e->ctx, qp, rc, &q->ticket))
 			return rc ? -EAGAIN : (sr_eng_count(&e->drops[SR_DROP_NOBUF], 1), 0);
 		q->have_ticket = true;
@@ -323,6 +324,7 @@ static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	}
 	/* the immediate needs a receive WQE: find out before writing (RNR) */
 	if (last && (p->op->flags & SR_OPF_IMMDT) && !q->have_ticket) {
+		q->ticket.srqn = 0;
 		if (sr_resp_recv_take(e->ctx, qp, rc, &q->ticket))
 			return rc ? -EAGAIN : (sr_eng_count(&e->drops[SR_DROP_NOBUF], 1), 0);
 		q->have_ticket = true;

@@ -98,7 +98,7 @@ static inline void to_wc(const struct sr_cqe *e, struct ibv_wc *wc)
 	wc->wr_id = e->wr_id;
 	wc->status = e->status;
 	wc->opcode = e->opcode;
-	wc->vendor_err = e->vendor_err;
+	wc->vendor_err = e->xrc ? 0 : e->vendor_err;
 	wc->byte_len = e->byte_len;
 	wc->imm_data = e->imm_data;
 	wc->qp_num = e->qp_num;
@@ -126,17 +126,27 @@ static inline void rq_slot_polled(struct sr_context *ctx, const struct sr_cqe *e
 
 	if (!(e->opcode & IBV_WC_RECV))
 		return;
-	q = sr_exec_qp_lookup(ctx, e->qp_num);
-	if (!q)
-		return;
-	wq = q->srqn ? &((struct sr_srq_shm *)sr_arena_ptr(ctx->arena, q->srq_off))->rq : &q->rq;
+	if (e->xrc) { /* XRC: the SRQ the message named, not one of the QP's */
+		struct sr_srq_shm *x = sr_exec_srq_lookup(ctx, e->xrc_srqn);
+
+		if (!x)
+			return;
+		wq = &x->rq;
+		q = NULL;
+	} else {
+		q = sr_exec_qp_lookup(ctx, e->qp_num);
+		if (!q)
+			return;
+		wq = q->srqn ? &((struct sr_srq_shm *)sr_arena_ptr(ctx->arena, q->srq_off))->rq
+			     : &q->rq;
+	}
 	if (!(wq->flags & SR_WQ_FREED_BY_POLL))
 		return;
 	done = e->wqe_index + 1;
 	polled = atomic_load_explicit(&wq->polled, memory_order_relaxed);
 	if ((int32_t)(atomic_load_explicit(&wq->head, memory_order_relaxed) - done) < 0)
 		return;
-	if (!q->srqn) { /* one CQ, polled under its lock: in order */
+	if (q && !q->srqn) { /* one CQ, polled under its lock: in order */
 		if ((int32_t)(done - polled) > 0)
 			atomic_store_explicit(&wq->polled, done, memory_order_relaxed);
 		return;
@@ -260,7 +270,7 @@ static enum ibv_wc_opcode read_opcode(struct ibv_cq_ex *c)
 
 static uint32_t read_vendor_err(struct ibv_cq_ex *c)
 {
-	return cqx(c)->cur.vendor_err;
+	return cqx(c)->cur.xrc ? 0 : cqx(c)->cur.vendor_err;
 }
 
 static uint32_t read_byte_len(struct ibv_cq_ex *c)

@@ -62,6 +62,7 @@ void sr_cq_publish(struct sr_cq_shm *cq, struct sr_cqe *slot, const struct sr_cq
 	slot->slid = e->slid;
 	slot->sl = e->sl;
 	slot->dlid_path_bits = e->dlid_path_bits;
+	slot->xrc = e->xrc;
 	slot->wqe_index = e->wqe_index;
 	slot->timestamp = (cq->flags & SR_CQ_TIMESTAMPS) ? sr_now_ns() : 0;
 	/* publish: pairs with the consumer's load-acquire of seq */

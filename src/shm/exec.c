@@ -92,6 +92,15 @@ struct sr_qp_shm *sr_exec_qp_lookup(struct sr_context *ctx, uint32_t qpn)
 	return qp_lookup(ctx->arena, qpn);
 }
 
+struct sr_srq_shm *sr_exec_srq_lookup(struct sr_context *ctx, uint32_t srqn)
+{
+	struct sr_qpn_slot *slot = &sr_arena_srqtab(ctx->arena)[sr_qpn_index(srqn) % SR_MAX_SRQS];
+	struct sr_srq_shm *s =
+	    sr_arena_ptr(ctx->arena, atomic_load_explicit(&slot->obj_off, memory_order_acquire));
+
+	return s && s->srqn == srqn ? s : NULL;
+}
+
 static bool can_receive(const struct sr_qp_shm *t)
 {
 	uint32_t s = atomic_load_explicit(&t->state, memory_order_acquire);
@@ -191,10 +200,42 @@ struct rq_ref {
 	struct sr_lock *lock;
 	struct sr_wq *wq;
 	struct sr_srq_shm *srq;
+	uint64_t cq_off; /* where its receive completions go */
+	uint32_t pd;	 /* the PD its receive buffers' keys must be of */
 };
 
-static void rq_of(void *arena, struct sr_qp_shm *t, struct rq_ref *r)
+/* Reliable connected transports: RNR waits, ACK timeouts, NAKs. */
+static inline bool reliable(uint32_t type)
 {
+	return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
+}
+
+/* The XRC SRQ numbered `srqn`, if it belongs to XRC domain `xrcd` (IBTA
+ * A14: an XRC target QP delivers only to SRQs of its own domain). */
+static struct sr_srq_shm *xrc_srq(void *arena, uint32_t xrcd, uint32_t srqn)
+{
+	struct sr_qpn_slot *slot = &sr_arena_srqtab(arena)[sr_qpn_index(srqn) % SR_MAX_SRQS];
+	struct sr_srq_shm *s =
+	    sr_arena_ptr(arena, atomic_load_explicit(&slot->obj_off, memory_order_acquire));
+
+	return s && s->srqn == srqn && xrcd && s->xrcd == xrcd ? s : NULL;
+}
+
+/* The receive queue a message to `t` consumes: its own RQ, its SRQ, or for
+ * an XRC target QP the SRQ the message names (XRCETH); false when that is
+ * not an SRQ of the target's domain. */
+static bool rq_of(void *arena, struct sr_qp_shm *t, uint32_t xrc_srqn, struct rq_ref *r)
+{
+	if (t->type == IBV_QPT_XRC_RECV) {
+		r->srq = xrc_srq(arena, t->xrcd, xrc_srqn);
+		if (!r->srq)
+			return false;
+		r->lock = &r->srq->lock;
+		r->wq = &r->srq->rq;
+		r->cq_off = r->srq->cq_off;
+		r->pd = r->srq->pd;
+		return true;
+	}
 	if (t->srqn) {
 		r->srq = sr_arena_ptr(arena, t->srq_off);
 		r->lock = &r->srq->lock;
@@ -204,6 +245,17 @@ static void rq_of(void *arena, struct sr_qp_shm *t, struct rq_ref *r)
 		r->lock = &t->rq_lock;
 		r->wq = &t->rq;
 	}
+	r->cq_off = t->recv_cq_off;
+	r->pd = t->pd;
+	return true;
+}
+
+/* RC only (the consumer lock held, no receive posted): an XRC SRQ records
+ * the sender that waits, for a post_srq_recv in any process to run it. */
+static inline void rq_note_waiter(struct rq_ref *r, uint32_t sender_qpn)
+{
+	if (r->srq && r->srq->xrcd)
+		atomic_store_explicit(&r->srq->waiter_qpn, sender_qpn, memory_order_relaxed);
 }
 
 /* Starts fetching the next WQE (written by the producer on the other core)
@@ -279,12 +331,12 @@ static uint8_t roce_pkt_type(const uint8_t *grh)
 	return 0x8 | ((grh[0] >> 4) == 6 ? 0x1 : 0x2);
 }
 
-static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, struct sr_cqe *slot,
-			  uint32_t index, uint64_t wr_id, enum ibv_wc_status st,
-			  enum ibv_wc_opcode op, uint32_t len, uint32_t flags, uint32_t imm,
-			  uint32_t src_qp, bool solicited, uint8_t sl)
+static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, uint64_t cq_off,
+			  uint32_t xrc_srqn, struct sr_cqe *slot, uint32_t index, uint64_t wr_id,
+			  enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
+			  uint32_t flags, uint32_t imm, uint32_t src_qp, bool solicited, uint8_t sl)
 {
-	struct sr_cq_shm *cq = sr_arena_ptr(ctx->arena, t->recv_cq_off);
+	struct sr_cq_shm *cq = sr_arena_ptr(ctx->arena, cq_off);
 	struct sr_cqe e = {0};
 
 	e.wqe_index = index;
@@ -297,6 +349,10 @@ static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, struct sr
 	e.qp_num = t->qpn;
 	e.src_qp = src_qp;
 	e.sl = sl;
+	if (t->type == IBV_QPT_XRC_RECV) {
+		e.xrc = 1;
+		e.xrc_srqn = xrc_srqn;
+	}
 	if (!slot)
 		slot = sr_cq_reserve(ctx->arena, cq, sr_signal_fd, ctx);
 	if (slot)
@@ -326,7 +382,7 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 	    struct sr_qp_shm *t, const struct seg *src, unsigned ns, uint64_t len,
 	    const uint8_t *grh, enum ibv_wc_status *req_status)
 {
-	bool rc = type == IBV_QPT_RC;
+	bool rc = reliable(type);
 	struct seg dst[SR_MAX_SGE + 1], hsrc[SR_MAX_SGE + 1];
 	enum ibv_wc_status rst = IBV_WC_SUCCESS;
 	enum ibv_wc_opcode op = IBV_WC_RECV;
@@ -337,15 +393,22 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 	uint64_t cap = 0, need = len + (grh ? SR_GRH_LEN : 0);
 	enum xres res = X_DONE;
 
-	rq_of(ctx->arena, t, &r);
+	if (!rq_of(ctx->arena, t, w->xrc_srqn, &r)) {
+		/* A14: an SRQ number that is no SRQ of the target's XRC domain
+		 * is an invalid request (NAK) */
+		*req_status = IBV_WC_REM_INV_REQ_ERR;
+		return X_ERR;
+	}
 	rq_prefetch(ctx->arena, &r);
 	sr_shm_lock(r.lock);
 	rw = rq_peek(ctx->arena, &r);
 	if (!rw && rc)
 		rw = rq_wait(ctx->arena, &r);
 	if (!rw) {
-		if (rc)
+		if (rc) {
+			rq_note_waiter(&r, src_qpn);
 			res = X_STALL_RNR;
+		}
 		sr_shm_unlock(r.lock);
 		return res; /* UC/UD: dropped (C9-xx: no RNR on unreliable service) */
 	}
@@ -375,7 +438,7 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 		flags |= IBV_WC_GRH;
 	if (w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
 		if (map_sges(ctx, (const struct sr_sge_shm *)(rw + 1), rw->num_sge,
-			     IBV_ACCESS_LOCAL_WRITE, t->pd, t->qpn, dst, &cap)) {
+			     IBV_ACCESS_LOCAL_WRITE, r.pd, t->qpn, dst, &cap)) {
 			rst = IBV_WC_LOC_PROT_ERR;
 			*req_status = IBV_WC_REM_OP_ERR;
 			goto fail;
@@ -392,7 +455,7 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 		 * CQE's overlap (one cross-core miss instead of two in a row).
 		 * A large copy is not worth holding up the CQ's other producers. */
 		if (need <= SR_EARLY_CQE_MAX)
-			slot = sr_cq_reserve(ctx->arena, sr_arena_ptr(ctx->arena, t->recv_cq_off),
+			slot = sr_cq_reserve(ctx->arena, sr_arena_ptr(ctx->arena, r.cq_off),
 					     sr_signal_fd, ctx);
 		if (grh) {
 			hsrc[0].p = (char *)grh;
@@ -404,15 +467,15 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 			copy_segs(dst, rw->num_sge, src, ns, len);
 		}
 	}
-	push_recv_cqe(ctx, t, slot, rq_consume(ctx, &r), rw->wr_id, IBV_WC_SUCCESS, op,
-		      (uint32_t)need, flags, imm, src_qpn, w->flags & SR_WQE_SOLICITED,
-		      grh ? roce_pkt_type(grh) : 0);
+	push_recv_cqe(ctx, t, r.cq_off, w->xrc_srqn, slot, rq_consume(ctx, &r), rw->wr_id,
+		      IBV_WC_SUCCESS, op, (uint32_t)need, flags, imm, src_qpn,
+		      w->flags & SR_WQE_SOLICITED, grh ? roce_pkt_type(grh) : 0);
 	sr_shm_unlock(r.lock);
 	return X_DONE;
 
 fail:
-	push_recv_cqe(ctx, t, NULL, rq_consume(ctx, &r), rw->wr_id, rst, op, 0, 0, 0, src_qpn,
-		      false, 0);
+	push_recv_cqe(ctx, t, r.cq_off, w->xrc_srqn, NULL, rq_consume(ctx, &r), rw->wr_id, rst, op,
+		      0, 0, 0, src_qpn, false, 0);
 	sr_shm_unlock(r.lock);
 	if (type == IBV_QPT_UD)
 		return X_DONE; /* a datagram's failure stays at the responder */
@@ -430,7 +493,7 @@ static inline __attribute__((always_inline)) enum xres deliver(struct xfer *x, s
 		x->stall_target = t;
 	if (res == X_ERR) {
 		x->responder_err = t;
-		if (x->qp->type != IBV_QPT_RC)
+		if (!reliable(x->qp->type))
 			return X_DONE;
 	}
 	return res;
@@ -440,25 +503,39 @@ static inline __attribute__((always_inline)) enum xres deliver(struct xfer *x, s
  * (qp_access_flags) and on the key, the key of the QP's PD, the range
  * inside the region. */
 static inline __attribute__((always_inline)) bool rkey_ok(struct sr_context *ctx,
-							  struct sr_qp_shm *t, uint32_t rkey,
-							  uint64_t va, uint64_t len, uint32_t need,
-							  void **p)
+							  struct sr_qp_shm *t, uint32_t pd,
+							  uint32_t rkey, uint64_t va, uint64_t len,
+							  uint32_t need, void **p)
 {
 	return (t->access & need) &&
-	       !sr_key_resolve(ctx, ctx->arena, rkey, va, len, need, t->pd, t->qpn, true, p);
+	       !sr_key_resolve(ctx, ctx->arena, rkey, va, len, need, pd, t->qpn, true, p);
+}
+
+/* The PD a remote access to `t` is checked against: its own, or for an
+ * XRC target QP that of the SRQ the request names (A14), 0 if none. */
+static uint32_t target_pd(void *arena, const struct sr_qp_shm *t, uint32_t xrc_srqn)
+{
+	struct sr_srq_shm *s;
+
+	if (t->type != IBV_QPT_XRC_RECV)
+		return t->pd;
+	s = xrc_srq(arena, t->xrcd, xrc_srqn);
+	return s ? s->pd : 0;
 }
 
 /* CMP_AND_SWP / FETCH_AND_ADD at the responder: SUCCESS and the original
  * value, or the requester's error status. */
-static enum ibv_wc_status atomic_at(struct sr_context *ctx, struct sr_qp_shm *t, uint8_t opcode,
-				    uint64_t va, uint32_t rkey, uint64_t compare_add, uint64_t swap,
-				    uint64_t *orig)
+static enum ibv_wc_status atomic_at(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t pd,
+				    uint8_t opcode, uint64_t va, uint32_t rkey,
+				    uint64_t compare_add, uint64_t swap, uint64_t *orig)
 {
 	void *p = NULL;
 
+	if (!pd)
+		return IBV_WC_REM_INV_REQ_ERR; /* XRC: no SRQ of the domain named */
 	if (va & 7)
 		return IBV_WC_REM_INV_REQ_ERR; /* C9-xx: naturally aligned */
-	if (!rkey_ok(ctx, t, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC, &p))
+	if (!rkey_ok(ctx, t, pd, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC, &p))
 		return IBV_WC_REM_ACCESS_ERR;
 	/* a real atomic instruction on the shared page: atomic against every initiator */
 	if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
@@ -476,8 +553,9 @@ static enum ibv_wc_status atomic_at(struct sr_context *ctx, struct sr_qp_shm *t,
 static struct sr_qp_shm *connected_peer(struct xfer *x)
 {
 	struct sr_qp_shm *t = qp_lookup(x->ctx->arena, x->qp->dest_qpn);
+	uint32_t peer = x->qp->type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : x->qp->type;
 
-	if (!t || t->type != x->qp->type || !can_receive(t))
+	if (!t || t->type != peer || !can_receive(t))
 		return NULL;
 	return t;
 }
@@ -485,7 +563,7 @@ static struct sr_qp_shm *connected_peer(struct xfer *x)
 static enum xres remote_fail(struct xfer *x, struct sr_qp_shm *t, enum ibv_wc_status st)
 {
 	count(x->qp, SR_CNT_REM_ACCESS_ERR, 1);
-	if (x->qp->type != IBV_QPT_RC)
+	if (!reliable(x->qp->type))
 		return X_DONE; /* UC: the responder drops the message silently */
 	x->status = st;
 	x->responder_err = t;
@@ -500,7 +578,7 @@ send_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
 	enum xres res;
 
 	if (!t)
-		return x->qp->type == IBV_QPT_RC ? X_STALL_NOACK : X_DONE;
+		return reliable(x->qp->type) ? X_STALL_NOACK : X_DONE;
 	res = deliver(x, t, src, ns, len, NULL);
 	if (res == X_DONE) {
 		count(x->qp, SR_CNT_SEND_WQE, 1);
@@ -707,31 +785,37 @@ write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len
 	struct sr_send_wqe *w = x->w;
 	struct seg dst;
 	struct sr_qp_shm *t;
+	uint32_t pd;
 	void *p = NULL;
 
 	t = connected_peer(x);
 	if (!t)
-		return x->qp->type == IBV_QPT_RC ? X_STALL_NOACK : X_DONE;
+		return reliable(x->qp->type) ? X_STALL_NOACK : X_DONE;
+	pd = target_pd(ctx->arena, t, w->xrc_srqn);
+	if (!pd)
+		return remote_fail(x, t, IBV_WC_REM_INV_REQ_ERR);
 	if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
 		/* the immediate needs a receive WQE: find out before writing (RNR) */
 		struct rq_ref r;
 		bool have;
 
-		rq_of(ctx->arena, t, &r);
+		rq_of(ctx->arena, t, w->xrc_srqn, &r);
 		sr_shm_lock(r.lock);
 		have = rq_peek(ctx->arena, &r) != NULL;
-		if (!have && x->qp->type == IBV_QPT_RC) {
+		if (!have && reliable(x->qp->type)) {
 			have = rq_wait(ctx->arena, &r) != NULL;
-			if (!have)
+			if (!have) {
+				rq_note_waiter(&r, x->qp->qpn);
 				x->stall_target = t;
+			}
 		}
 		sr_shm_unlock(r.lock);
 		if (!have)
-			return x->qp->type == IBV_QPT_RC ? X_STALL_RNR : X_DONE;
+			return reliable(x->qp->type) ? X_STALL_RNR : X_DONE;
 	}
 	if (len) {
 		/* C9-xx / 10.6.3: the responder QP must allow remote writes, and the key too */
-		if (!rkey_ok(ctx, t, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &p))
+		if (!rkey_ok(ctx, t, pd, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 		dst.p = p;
 		dst.len = len;
@@ -772,7 +856,8 @@ read_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
 	if (!t)
 		return X_STALL_NOACK;
 	if (len) {
-		if (!rkey_ok(ctx, t, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_READ, &p))
+		if (!rkey_ok(ctx, t, target_pd(ctx->arena, t, w->xrc_srqn), w->rkey, w->remote_addr,
+			     len, IBV_ACCESS_REMOTE_READ, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 		src.p = p;
 		src.len = len;
@@ -826,7 +911,8 @@ static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd, 
 	t = connected_peer(x);
 	if (!t)
 		return X_STALL_NOACK;
-	st = atomic_at(ctx, t, w->opcode, w->remote_addr, w->rkey, w->compare_add, w->swap, &orig);
+	st = atomic_at(ctx, t, target_pd(ctx->arena, t, w->xrc_srqn), w->opcode, w->remote_addr,
+		       w->rkey, w->compare_add, w->swap, &orig);
 	if (st != IBV_WC_SUCCESS)
 		return remote_fail(x, t, st);
 	struct seg src = {(char *)&orig, 8};
@@ -1011,7 +1097,7 @@ static void head_not_done(struct sr_context *ctx, struct sr_qp_shm *qp, const st
 	 * a responder already in error). */
 	atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
 	sr_qp_to_error(qp, sr_signal_fd, ctx);
-	if (x->responder_err && qp->type == IBV_QPT_RC)
+	if (x->responder_err && reliable(qp->type))
 		responder_to_error(ctx, x->responder_err);
 	sr_sq_complete_head(ctx->arena, qp, x->status, 0, sr_signal_fd, ctx);
 	sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
@@ -1136,11 +1222,15 @@ void sr_exec_direct_queued(struct sr_context *ctx, struct sr_qp_shm *qp,
 static bool rnr_ready(struct sr_context *ctx, const struct sr_qp_shm *qp)
 {
 	struct sr_qp_shm *t = qp_lookup(ctx->arena, qp->dest_qpn);
+	uint32_t srqn = 0;
 	struct rq_ref r;
 
 	if (!t)
-		return true; /* gone: the executor finds out */
-	rq_of(ctx->arena, t, &r);
+		return true;		  /* gone: the executor finds out */
+	if (qp->type == IBV_QPT_XRC_SEND) /* the SRQ its head waits on */
+		srqn = sr_sq_wqe(ctx->arena, qp, qp->exec_pos)->xrc_srqn;
+	if (!rq_of(ctx->arena, t, srqn, &r))
+		return true;
 	return rq_peek(ctx->arena, &r) != NULL;
 }
 
@@ -1214,14 +1304,14 @@ bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t rkey, ui
 		*p = NULL;
 		return true; /* C9-xx: a zero-length access checks no key */
 	}
-	return rkey_ok(ctx, t, rkey, va, len, need, p);
+	return rkey_ok(ctx, t, t->pd, rkey, va, len, need, p);
 }
 
 enum ibv_wc_status sr_resp_atomic(struct sr_context *ctx, struct sr_qp_shm *t, uint8_t wr_opcode,
 				  uint64_t va, uint32_t rkey, uint64_t compare_add, uint64_t swap,
 				  uint64_t *orig)
 {
-	return atomic_at(ctx, t, wr_opcode, va, rkey, compare_add, swap, orig);
+	return atomic_at(ctx, t, t->pd, wr_opcode, va, rkey, compare_add, swap, orig);
 }
 
 int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
@@ -1230,7 +1320,9 @@ int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
 	struct sr_recv_wqe *rw;
 	struct rq_ref r;
 
-	rq_of(ctx->arena, t, &r);
+	if (!rq_of(ctx->arena, t, tk->srqn, &r))
+		return -EINVAL;
+	tk->pd = r.pd;
 	sr_shm_lock(r.lock);
 	rw = rq_peek(ctx->arena, &r);
 	if (!rw && rc)
@@ -1269,7 +1361,7 @@ enum ibv_wc_status sr_resp_recv_put(struct sr_context *ctx, struct sr_qp_shm *t,
 		}
 		n = g->length - off < len ? g->length - off : len;
 		if (sr_key_resolve(ctx, ctx->arena, g->lkey, g->addr + off, n,
-				   IBV_ACCESS_LOCAL_WRITE, t->pd, t->qpn, false, &p))
+				   IBV_ACCESS_LOCAL_WRITE, tk->pd, t->qpn, false, &p))
 			return IBV_WC_LOC_PROT_ERR;
 		sr_copy(p, s, n);
 		s += n;
@@ -1318,10 +1410,11 @@ enum ibv_wc_status sr_resp_recv_finish(struct sr_context *ctx, struct sr_qp_shm 
 		solicited = false;
 	}
 	/* the CQ lock orders this completion after the consumer's earlier ones */
-	rq_of(ctx->arena, t, &r);
+	if (!rq_of(ctx->arena, t, tk->srqn, &r))
+		return st; /* the SRQ went meanwhile: nowhere to complete */
 	sr_shm_lock(r.lock);
-	push_recv_cqe(ctx, t, NULL, tk->index, tk->wr_id, st, op, byte_len, flags, imm, src_qpn,
-		      solicited, 0);
+	push_recv_cqe(ctx, t, r.cq_off, tk->srqn, NULL, tk->index, tk->wr_id, st, op, byte_len,
+		      flags, imm, src_qpn, solicited, 0);
 	sr_shm_unlock(r.lock);
 	return st;
 }

@@ -26,9 +26,10 @@ static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
-		return true;
+		return t != IBV_QPT_XRC_RECV; /* an XRC target QP has no send queue */
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_XRC_SEND;
 	case IBV_WR_BIND_MW:
 	case IBV_WR_LOCAL_INV:
 	case IBV_WR_SEND_WITH_INV:
@@ -36,7 +37,7 @@ static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return t == IBV_QPT_RC;
+		return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND;
 	default:
 		return false;
 	}
@@ -153,6 +154,8 @@ static int fill_wqe(struct sr_context *ctx, struct sr_qp *qp, struct sr_send_wqe
 			return EINVAL;
 		set_ud(ctx, w, wr->wr.ud.ah, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey);
 	}
+	/* XRC: the SRQ at the target, carried in the XRCETH */
+	w->xrc_srqn = qp->qpx.qp_base.qp_type == IBV_QPT_XRC_SEND ? wr->qp_type.xrc.remote_srqn : 0;
 	if ((wr->send_flags & IBV_SEND_INLINE) && is_data_op(wr->opcode)) {
 		char *dst = (char *)(w + 1);
 
@@ -387,8 +390,11 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	uint32_t state = atomic_load_explicit(&s->state, memory_order_acquire);
 	int ret;
 
-	if (s->srqn || state == IBV_QPS_RESET) {
-		*bad_wr = wr; /* receives of an SRQ-attached QP go to the SRQ */
+	if (s->srqn || state == IBV_QPS_RESET || s->type == IBV_QPT_XRC_SEND ||
+	    s->type == IBV_QPT_XRC_RECV) {
+		/* receives of an SRQ-attached QP go to the SRQ; XRC QPs have no
+		 * receive queue (their SRQs do) */
+		*bad_wr = wr;
 		return EINVAL;
 	}
 	sr_shm_lock(&s->rq.prod_lock);
@@ -425,7 +431,9 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 		for (struct sr_list *l = ctx->qps.next; l != &ctx->qps; l = l->next) {
 			struct sr_qp *q = container_of(l, struct sr_qp, link);
 
-			if (q->qpx.qp_base.srq != ibsrq || q->shm->type != IBV_QPT_RC)
+			/* an XRC SRQ is fed by every XRC_RECV QP of its domain */
+			if (s->xrcd ? q->shm->type != IBV_QPT_XRC_RECV || q->shm->xrcd != s->xrcd
+				    : q->qpx.qp_base.srq != ibsrq || q->shm->type != IBV_QPT_RC)
 				continue;
 			if (n == cap) {
 				uint32_t *more = malloc(2 * cap * sizeof(*more));
@@ -447,6 +455,14 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 		sr_epoch_enter(ctx->arena);
 		for (unsigned i = 0; i < n; i++)
 			sr_exec_kick_try(ctx, sr_exec_qp_lookup(ctx, peers[i]));
+		/* XRC: the sender that waited may talk to a target QP of another
+		 * process of the domain; it left its number here */
+		if (s->xrcd) {
+			uint32_t w = atomic_exchange(&s->waiter_qpn, 0);
+
+			if (w)
+				sr_exec_kick_try(ctx, sr_exec_qp_lookup(ctx, w));
+		}
 		sr_epoch_exit();
 		if (peers != local)
 			free(peers);
@@ -514,6 +530,7 @@ static struct sr_send_wqe *wr_new(struct ibv_qp_ex *q, enum ibv_wr_opcode op)
 	w->wr_id = q->wr_id;
 	w->opcode = op;
 	w->flags = wqe_flags(q->wr_flags);
+	w->xrc_srqn = 0; /* XRC_SEND: ibv_wr_set_xrc_srqn */
 	qp->wr_cur = w;
 	return w;
 }
@@ -673,7 +690,12 @@ static void wr_set_ud_addr(struct ibv_qp_ex *q, struct ibv_ah *ah, uint32_t qpn,
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *q, uint32_t srqn)
 {
-	qpx_to_sqp(q)->wr_err = EOPNOTSUPP;
+	struct sr_qp *qp = qpx_to_sqp(q);
+
+	if (qp->wr_cur && q->qp_base.qp_type == IBV_QPT_XRC_SEND)
+		qp->wr_cur->xrc_srqn = srqn;
+	else if (!qp->wr_err)
+		qp->wr_err = EINVAL;
 }
 
 static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n, const struct ibv_sge *sg)

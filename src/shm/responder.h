@@ -48,6 +48,8 @@ struct sr_recv_ticket {
 	uint64_t cap; /* bytes its scatter list holds */
 	uint32_t index;
 	uint32_t num_sge;
+	uint32_t srqn; /* set by the caller: XRC, the XRCETH's SRQ number; else 0 */
+	uint32_t pd;   /* set by take: the PD of the receive buffers' keys */
 	struct sr_sge_shm sge[SR_MAX_SGE];
 };
 

@@ -85,12 +85,19 @@ struct sr_srq {
 	struct sr_list link;
 	uint32_t srqn;
 	struct sr_srq_shm *shm;
+	bool xrc; /* IBV_SRQT_XRC */
+};
+
+struct sr_xrcd {
+	struct ibv_xrcd xrcd;
+	uint32_t handle; /* the daemon's XRCD handle */
 };
 
 struct sr_qp {
 	struct ibv_qp_ex qpx; /* qp_base first: an ibv_qp_ex for the wr_* API */
 	struct sr_list link;
-	bool has_qpx; /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
+	bool has_qpx;	      /* created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS */
+	uint32_t opened_xrcd; /* ibv_open_qp: the XRCD handle it was opened through */
 	struct sr_qp_shm *shm;
 	struct ibv_qp_cap cap;
 	/* ibv_wr_* builder state */
@@ -121,6 +128,7 @@ static inline struct sr_device *to_sdev(struct ibv_device *d)
 #define to_ssrq(p)     container_of(p, struct sr_srq, srq)
 #define to_sah(p)      container_of(p, struct sr_ah, ah)
 #define to_schannel(p) container_of(p, struct sr_comp_channel, ch)
+#define to_sxrcd(p)    container_of(p, struct sr_xrcd, xrcd)
 
 static inline void sr_list_init(struct sr_list *l)
 {
@@ -172,6 +180,12 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_a
 
 /* srq.c */
 struct ibv_srq *sr_create_srq_ex(struct ibv_context *context, struct ibv_srq_init_attr_ex *attr);
+
+/* xrc.c */
+struct ibv_xrcd *sr_open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_attr *attr);
+int sr_close_xrcd(struct ibv_xrcd *xrcd);
+int sr_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+struct ibv_qp *sr_open_qp(struct ibv_context *context, struct ibv_qp_open_attr *attr);
 
 /* async.c: signal the owner of an arena object that it has an async event */
 void sr_async_raise(struct sr_context *ctx, _Atomic uint32_t *bits, enum ibv_event_type ev,

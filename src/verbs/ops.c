@@ -159,26 +159,6 @@ static struct ibv_flow *dummy_create_flow(struct ibv_qp *qp, struct ibv_flow_att
 	UNSUPPORTED_PTR;
 }
 
-static struct ibv_qp *dummy_open_qp(struct ibv_context *ctx, struct ibv_qp_open_attr *a)
-{
-	UNSUPPORTED_PTR;
-}
-
-static int dummy_get_srq_num(struct ibv_srq *srq, uint32_t *num)
-{
-	return EOPNOTSUPP;
-}
-
-static struct ibv_xrcd *dummy_open_xrcd(struct ibv_context *ctx, struct ibv_xrcd_init_attr *a)
-{
-	UNSUPPORTED_PTR;
-}
-
-static int dummy_close_xrcd(struct ibv_xrcd *xrcd)
-{
-	return EOPNOTSUPP;
-}
-
 static int compat_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
 {
 	return ibv_query_device(ctx, attr);
@@ -271,10 +251,10 @@ void sr_ctx_set_ops(struct sr_context *ctx)
 	v->ABI_placeholder2 = (void (*)(void))dummy_destroy_flow; /* old binaries' destroy_flow */
 	v->ibv_create_flow = dummy_create_flow;
 	v->ABI_placeholder1 = (void (*)(void))abi_create_flow; /* old binaries' create_flow */
-	v->open_qp = dummy_open_qp;
+	v->open_qp = sr_open_qp;
 	v->create_qp_ex = sr_create_qp_ex;
-	v->get_srq_num = dummy_get_srq_num;
+	v->get_srq_num = sr_get_srq_num;
 	v->create_srq_ex = sr_create_srq_ex;
-	v->open_xrcd = dummy_open_xrcd;
-	v->close_xrcd = dummy_close_xrcd;
+	v->open_xrcd = sr_open_xrcd;
+	v->close_xrcd = sr_close_xrcd;
 }

@@ -28,21 +28,33 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 	struct ibv_qp *q;
 	int ret;
 
-	if (!attr->pd || attr->pd->context != context || !attr->send_cq || !attr->recv_cq ||
-	    attr->send_cq->context != context || attr->recv_cq->context != context ||
-	    (attr->srq && attr->srq->context != context)) {
+	bool xrc_recv = attr->qp_type == IBV_QPT_XRC_RECV;
+	bool xrc_send = attr->qp_type == IBV_QPT_XRC_SEND;
+
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD && !xrc_recv && !xrc_send) {
+		errno = EOPNOTSUPP; /* raw packet QPs are not implemented */
+		return NULL;
+	}
+	if (xrc_recv) {
+		/* IBTA A14: on an XRC domain, with no PD, CQs or queues of its own */
+		if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
+		    attr->xrcd->context != context) {
+			errno = EINVAL;
+			return NULL;
+		}
+	} else if (!attr->pd || attr->pd->context != context || !attr->send_cq ||
+		   attr->send_cq->context != context ||
+		   (!xrc_send && (!attr->recv_cq || attr->recv_cq->context != context)) ||
+		   (attr->srq && (xrc_send || attr->srq->context != context))) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
-	    attr->qp_type != IBV_QPT_UD) {
-		errno = EOPNOTSUPP; /* XRC and raw packet QPs are not implemented */
-		return NULL;
-	}
-	if (attr->cap.max_send_wr > SR_MAX_QP_WR || attr->cap.max_send_sge > SR_MAX_SGE ||
-	    attr->cap.max_inline_data > SR_MAX_INLINE ||
-	    (!attr->srq &&
-	     (attr->cap.max_recv_wr > SR_MAX_QP_WR || attr->cap.max_recv_sge > SR_MAX_SGE))) {
+	if (!xrc_recv &&
+	    (attr->cap.max_send_wr > SR_MAX_QP_WR || attr->cap.max_send_sge > SR_MAX_SGE ||
+	     attr->cap.max_inline_data > SR_MAX_INLINE ||
+	     (!attr->srq && !xrc_send &&
+	      (attr->cap.max_recv_wr > SR_MAX_QP_WR || attr->cap.max_recv_sge > SR_MAX_SGE)))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -53,10 +65,15 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 	}
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_CREATE_QP;
-	req.u.create_qp.pd = to_spd(attr->pd)->handle;
 	req.u.create_qp.type = attr->qp_type;
-	req.u.create_qp.send_cq = to_scq(attr->send_cq)->handle;
-	req.u.create_qp.recv_cq = to_scq(attr->recv_cq)->handle;
+	if (xrc_recv) {
+		req.u.create_qp.xrcd = to_sxrcd(attr->xrcd)->handle;
+	} else {
+		req.u.create_qp.pd = to_spd(attr->pd)->handle;
+		req.u.create_qp.send_cq = to_scq(attr->send_cq)->handle;
+		if (!xrc_send)
+			req.u.create_qp.recv_cq = to_scq(attr->recv_cq)->handle;
+	}
 	req.u.create_qp.srqn = attr->srq ? to_ssrq(attr->srq)->srqn : 0;
 	req.u.create_qp.sq_sig_all = !!attr->sq_sig_all;
 	req.u.create_qp.async_fd_id = ctx->async_fd_id;
@@ -83,10 +100,10 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 	q = &qp->qpx.qp_base;
 	q->context = context;
 	q->qp_context = attr->qp_context;
-	q->pd = attr->pd;
-	q->send_cq = attr->send_cq;
-	q->recv_cq = attr->recv_cq;
-	q->srq = attr->srq;
+	q->pd = xrc_recv ? NULL : attr->pd;
+	q->send_cq = xrc_recv ? NULL : attr->send_cq;
+	q->recv_cq = xrc_recv || xrc_send ? NULL : attr->recv_cq;
+	q->srq = xrc_recv || xrc_send ? NULL : attr->srq;
 	q->handle = rep.handle;
 	q->qp_num = rep.handle;
 	q->state = IBV_QPS_RESET;
@@ -131,12 +148,12 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_a
 		errno = EINVAL;
 		return NULL;
 	}
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) && attr->qp_type != IBV_QPT_XRC_RECV) {
 		errno = EINVAL;
 		return NULL;
 	}
 	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-					  IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+					  IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -182,7 +199,8 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	if (ret)
 		return -ret;
 	qp->state = rep.u.modify_qp.state;
-	if (qp->state == IBV_QPS_RTS && qp->qp_type == IBV_QPT_RC) {
+	if (qp->state == IBV_QPS_RTS &&
+	    (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_SEND)) {
 		/* the daemon held our sq_lock: a responder's post_recv that
 		 * found it held left our RNR wait to us (sr_exec_recheck) */
 		sr_epoch_enter(ctx->arena);
@@ -275,6 +293,7 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DESTROY_QP;
 	req.handle = qp->qp_num;
+	req.u.open_qp.xrcd = to_sqp(qp)->opened_xrcd;
 	/* off the context's lists first: whoever walks them (async events,
 	 * poll_cq's retries) must not find an object whose memory the daemon
 	 * may hand out again */

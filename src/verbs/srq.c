@@ -10,7 +10,8 @@
 
 #include "verbs/internal.h"
 
-static struct sr_srq *srq_create(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+static struct sr_srq *srq_create(struct ibv_pd *pd, struct ibv_srq_init_attr *attr,
+				 struct ibv_xrcd *xrcd, struct ibv_cq *cq)
 {
 	struct sr_context *ctx = to_sctx(pd->context);
 	struct sr_req req;
@@ -36,6 +37,10 @@ static struct sr_srq *srq_create(struct ibv_pd *pd, struct ibv_srq_init_attr *at
 	req.u.srq.srq_limit = attr->attr.srq_limit;
 	req.u.srq.async_fd_id = ctx->async_fd_id;
 	req.u.srq.user_handle = (uintptr_t)srq;
+	if (xrcd) {
+		req.u.srq.xrcd = to_sxrcd(xrcd)->handle;
+		req.u.srq.cq = to_scq(cq)->handle;
+	}
 	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
 		free(srq);
@@ -43,6 +48,7 @@ static struct sr_srq *srq_create(struct ibv_pd *pd, struct ibv_srq_init_attr *at
 		return NULL;
 	}
 	srq->srqn = rep.handle;
+	srq->xrc = xrcd != NULL;
 	srq->shm = sr_arena_ptr(ctx->arena, rep.u.srq.off);
 	srq->srq.context = pd->context;
 	srq->srq.srq_context = attr->srq_context;
@@ -66,7 +72,7 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_
 		errno = EINVAL;
 		return NULL;
 	}
-	srq = srq_create(pd, srq_init_attr);
+	srq = srq_create(pd, srq_init_attr, NULL, NULL);
 	return srq ? &srq->srq : NULL;
 }
 
@@ -74,19 +80,32 @@ struct ibv_srq *sr_create_srq_ex(struct ibv_context *context, struct ibv_srq_ini
 {
 	struct ibv_srq_init_attr basic;
 	struct sr_srq *srq;
+	bool xrc;
 
 	if (!context || !attr || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if ((attr->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE)) ||
-	    ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC)) {
-		errno = EOPNOTSUPP; /* XRC and tag-matching SRQs are not implemented */
+	if ((attr->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
+					   IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)) ||
+	    ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC &&
+	     attr->srq_type != IBV_SRQT_XRC)) {
+		errno = EOPNOTSUPP; /* tag-matching SRQs are not implemented */
+		return NULL;
+	}
+	xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
+	/* an XRC SRQ needs its domain and the CQ of its completions (IBTA A14;
+	 * rdma-core's ibv_cmd_create_srq_ex) */
+	if (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+		    !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq ||
+		    attr->xrcd->context != context || attr->cq->context != context ||
+		    attr->pd->context != context)) {
+		errno = EINVAL;
 		return NULL;
 	}
 	basic.srq_context = attr->srq_context;
 	basic.attr = attr->attr;
-	srq = srq_create(attr->pd, &basic);
+	srq = srq_create(attr->pd, &basic, xrc ? attr->xrcd : NULL, xrc ? attr->cq : NULL);
 	if (!srq)
 		return NULL;
 	attr->attr = basic.attr;

@@ -6,6 +6,7 @@
 # usage: pair.sh BUILD_DIR KIND PROGRAM [ARGS...]
 #   KIND pingpong: ibv_*_pingpong; passes -g GID -p PORT; expects the
 #                  "bytes in ... seconds" and "iters in" lines on both sides
+#   KIND xsrq:     ibv_xsrq_pingpong (XRC); as pingpong, expects "success"
 #   KIND perftest: ib_*_{bw,lat}; passes -d soft0 -x GID -F -p PORT; expects
 #                  the result table (a header line with #bytes and data rows)
 set -u
@@ -19,7 +20,7 @@ sr_setup "$build" || exit 1
 gid=$(sr_gid_index 127.0.0.1) || { echo "FAIL: soft0 has no GID for 127.0.0.1"; exit 1; }
 port=$((20000 + (RANDOM % 20000)))
 case $kind in
-pingpong) common=(-g "$gid" -p "$port") ;;
+pingpong | xsrq) common=(-g "$gid" -p "$port") ;;
 perftest) common=(-d soft0 -x "$gid" -F -p "$port") ;;
 *) echo "unknown kind $kind"; exit 2 ;;
 esac
