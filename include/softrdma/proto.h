@@ -90,6 +90,7 @@ enum sr_op {
 	SR_OP_CM_MIGRATE,    /* u.cm.channel: the new one */
 	SR_OP_CM_QUERY,	     /* rep.u.cm_info */
 	SR_OP_CM_SET_OPTION, /* u.cm.option, u.cm.value */
+	SR_OP_CM_JOIN,	     /* u.cm.dst: an IP multicast group; queues MULTICAST_JOIN */
 	SR_OP_MAX
 };
 
