@@ -201,8 +201,10 @@ again:
 		id->id.route.num_paths = 1;
 		break;
 	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		/* UD: the AH back to the requester too, where the kernel
+		 * leaves it zero (qperf's UD accept builds its AH from it) */
 		if (id->id.qp_type == IBV_QPT_UD)
-			fill_ud(e, id, w, false);
+			fill_ud(e, id, w, true);
 		else
 			fill_conn(e, w);
 		break;
