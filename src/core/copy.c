@@ -1,7 +1,8 @@
 /*
  * Split payload copies (copy.h): a thread that copies the same buffer pair
  * again walks its pieces the other way from last time, the last piece
- * always last; the piece size is the cache level the pair can stay warm in.
+ * always last, its final bytes stored once each (copy.h); the piece size is
+ * the cache level the pair can stay warm in.
  */
 #include <unistd.h>
 
@@ -50,7 +51,7 @@ void sr_copy_split(void *dst, const void *src, size_t len)
 	else if (len >= sr_copy_l2_min)
 		piece = SR_COPY_PIECE_L2;
 	else {
-		memcpy(dst, src, len);
+		sr_copy_plain(dst, src, len);
 		return;
 	}
 	again = dst == last_copy.dst && src == last_copy.src && len == last_copy.len;
@@ -70,5 +71,5 @@ void sr_copy_split(void *dst, const void *src, size_t len)
 	} else {
 		memcpy(d, s, last);
 	}
-	memcpy(d + last, s + last, len - last);
+	sr_copy_plain(d + last, s + last, len - last);
 }

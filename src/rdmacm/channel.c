@@ -201,8 +201,10 @@ again:
 		id->id.route.num_paths = 1;
 		break;
 	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		/* UD: the AH back to the requester too, where the kernel
+		 * leaves it zero (qperf's UD accept builds its AH from it) */
 		if (id->id.qp_type == IBV_QPT_UD)
-			fill_ud(e, id, w, false);
+			fill_ud(e, id, w, true);
 		else
 			fill_conn(e, w);
 		break;
@@ -247,6 +249,9 @@ again:
 		if (id->id.qp_type == IBV_QPT_UD)
 			fill_ud(e, id, w, false);
 		break;
+	case RDMA_CM_EVENT_MULTICAST_JOIN:
+		cm_mc_event(e, id, w);
+		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		if (id->connect_error) {
 			free(e);
@@ -277,6 +282,8 @@ int rdma_ack_cm_event(struct rdma_cm_event *event)
 	if (!e)
 		return cm_err(EINVAL);
 	id = e->owner;
+	if (e->mc)
+		cm_mc_acked(id, e->mc);
 	free(e);
 	cm_id_release(id);
 	return 0;

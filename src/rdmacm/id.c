@@ -149,6 +149,7 @@ int rdma_destroy_id(struct rdma_cm_id *cid)
 	pthread_mutex_unlock(&id->lock);
 	if (id->sync)
 		rdma_destroy_event_channel(cid->channel);
+	cm_mc_free_all(id);
 	pthread_mutex_destroy(&id->lock);
 	pthread_cond_destroy(&id->cond);
 	free(id);

@@ -25,6 +25,16 @@ struct cm_chan {
 	uint32_t handle;
 };
 
+/* A multicast group the id joined (mcast.c). */
+struct cm_mc {
+	struct cm_mc *next;
+	struct sockaddr_storage addr;
+	uint8_t mgid[16];
+	void *context;
+	bool sendonly, attached, reported;
+	uint32_t unacked; /* its events not yet acked (under the id's lock) */
+};
+
 struct cm_id {
 	struct rdma_cm_id id; /* first: what the application sees */
 	uint32_t handle;
@@ -44,11 +54,13 @@ struct cm_id {
 	bool ep_qp;
 	struct ibv_pd *ep_pd;
 	struct ibv_qp_init_attr ep_attr;
+	struct cm_mc *mcs; /* groups joined */
 };
 
 struct cm_event {
 	struct rdma_cm_event ev; /* first: what the application sees */
 	struct cm_id *owner;	 /* whose count the ack settles */
+	struct cm_mc *mc;	 /* MULTICAST_JOIN/ERROR: the group's count too */
 	uint8_t priv[224];
 };
 
@@ -81,6 +93,13 @@ int cm_gid_index(const uint8_t gid[16]);
 struct rdma_event_channel *cm_channel_new(void);
 /* rdma-core's ucma_complete: collects the event a synchronous call waits for. */
 int cm_complete(struct cm_id *id);
+
+/* mcast.c */
+/* A MULTICAST_JOIN from the daemon: the UD parameters, the join's context,
+ * the QP attached (or MULTICAST_ERROR). */
+void cm_mc_event(struct cm_event *e, struct cm_id *id, const struct sr_cm_event_wire *w);
+void cm_mc_acked(struct cm_id *id, struct cm_mc *mc);
+void cm_mc_free_all(struct cm_id *id);
 
 /* id.c */
 struct cm_id *cm_id_alloc(struct rdma_event_channel *ch, void *context, enum rdma_port_space ps,

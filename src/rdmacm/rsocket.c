@@ -196,15 +196,19 @@ int rsocket(int domain, int type, int protocol)
 	type &= ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (domain != AF_INET && domain != AF_INET6)
 		return rs_set_errno(EAFNOSUPPORT);
-	if (type != SOCK_STREAM)
-		return rs_set_errno(ENOTSUP); /* datagram rsockets: not yet */
-	if (protocol && protocol != IPPROTO_TCP)
+	if (type != SOCK_STREAM && type != SOCK_DGRAM)
+		return rs_set_errno(ENOTSUP);
+	if (protocol && protocol != (type == SOCK_STREAM ? IPPROTO_TCP : IPPROTO_UDP))
 		return rs_set_errno(EPROTONOSUPPORT);
 	rs = rs_alloc(domain, type, NULL);
 	if (!rs)
 		return -1;
-	if (rdma_create_id(rs->ch, &rs->id, rs, RDMA_PS_TCP)) {
+	if (rdma_create_id(rs->ch, &rs->id, rs, type == SOCK_STREAM ? RDMA_PS_TCP : RDMA_PS_UDP)) {
 		ret = errno;
+		rs_destroy(rs);
+		return rs_set_errno(ret);
+	}
+	if (type == SOCK_DGRAM && (ret = rs_dgram_setup(rs))) {
 		rs_destroy(rs);
 		return rs_set_errno(ret);
 	}
@@ -260,6 +264,8 @@ int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 			ret = errno == ENODEV ? EADDRNOTAVAIL : errno;
 		else
 			rs->state = RS_BOUND;
+		if (!ret && rs->dg)
+			ret = rs_dgram_listen(rs);
 	}
 	pthread_mutex_unlock(&rs->lock);
 	rs_put(rs);
@@ -440,6 +446,10 @@ void rs_cm_progress(struct rs *rs)
 {
 	struct rdma_cm_event *ev;
 
+	if (rs->dg) {
+		rs_dgram_cm(rs);
+		return;
+	}
 	while (rs->ch && !rdma_get_cm_event(rs->ch, &ev)) {
 		bool destroy_child = false;
 		struct rdma_cm_id *child = ev->id;
@@ -475,6 +485,14 @@ int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
 	if (!rs)
 		return rs_set_errno(EBADF);
 	pthread_mutex_lock(&rs->lock);
+	if (rs->dg) { /* a datagram socket's default destination */
+		ret = addr_ok(addr, addrlen);
+		if (!ret)
+			ret = rs_dgram_connect(rs, addr, addrlen);
+		pthread_mutex_unlock(&rs->lock);
+		rs_put(rs);
+		return ret ? rs_set_errno(ret) : 0;
+	}
 	switch (rs->state) {
 	case RS_INIT:
 	case RS_BOUND:
@@ -669,6 +687,7 @@ int rclose(int socket)
 	pthread_mutex_lock(&rs->lock);
 	rs->closing = true;
 	rs_cm_progress(rs);
+
 	if (rs->qp && (rs->state == RS_CONNECTED || rs->state == RS_ACCEPTING)) {
 		/* what was sent reaches the peer before the disconnect */
 		rs_send_fin(rs, 10000);

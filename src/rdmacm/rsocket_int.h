@@ -133,6 +133,7 @@ struct rs {
 	bool owe_credit, owe_fin;
 	uint32_t owe_iomap_mask_lo, owe_iomap_mask_hi;
 	bool fin_sent, fin_rcvd, peer_gone, shut_rd, shut_wr, established;
+	struct rs_dgram *dg; /* SOCK_DGRAM: the UD side (rsocket_dgram.c) */
 };
 
 /* rsocket.c */
@@ -164,6 +165,20 @@ void rs_fill_hello(struct rs *rs, struct rs_hello *h);
 void rs_take_hello(struct rs *rs, const struct rs_hello *h);
 /* what rpoll would report for rs now (events asked | POLLERR/HUP). Lock held. */
 short rs_revents(struct rs *rs, short events);
+
+/* rsocket_dgram.c: SOCK_DGRAM over a UD QP.  Lock held; errnos positive,
+ * the I/O calls return -errno. */
+int rs_dgram_setup(struct rs *rs);
+void rs_dgram_teardown(struct rs *rs);
+int rs_dgram_listen(struct rs *rs);
+void rs_dgram_cm(struct rs *rs);
+bool rs_dgram_cq(struct rs *rs);
+short rs_dgram_revents(struct rs *rs, short events);
+ssize_t rs_dgram_sendto(struct rs *rs, const struct iovec *iov, int iovcnt, int flags,
+			const struct sockaddr *to, socklen_t tolen);
+ssize_t rs_dgram_recvfrom(struct rs *rs, const struct iovec *iov, int iovcnt, int flags,
+			  struct sockaddr *from, socklen_t *fromlen);
+int rs_dgram_connect(struct rs *rs, const struct sockaddr *to, socklen_t tolen);
 
 /* rsocket_poll.c */
 /* Blocks until rs may have changed (a completion or CM event) or timeout_ms

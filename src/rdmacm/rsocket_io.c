@@ -38,6 +38,7 @@ void rs_io_teardown(struct rs *rs)
 {
 	int i;
 
+	rs_dgram_teardown(rs); /* its QP before the CQ below */
 	if (rs->qp) {
 		rdma_destroy_qp(rs->id);
 		rs->qp = NULL;
@@ -293,6 +294,8 @@ bool rs_cq_progress(struct rs *rs)
 	bool any = false;
 	int n, i;
 
+	if (rs->dg)
+		return rs_dgram_cq(rs);
 	if (!rs->cq)
 		return false;
 	while ((n = ibv_poll_cq(rs->cq, 32, wc)) > 0) {
@@ -521,13 +524,45 @@ static struct rs *io_begin(int socket, const struct iovec *iov, int iovcnt, int 
 	return rs;
 }
 
+/* A datagram socket's I/O (rsocket_dgram.c), or -2 with errno untouched
+ * when socket is not one. */
+static ssize_t dg_io(int socket, const struct iovec *iov, int iovcnt, int flags, bool send,
+		     const struct sockaddr *to, socklen_t tolen, struct sockaddr *from,
+		     socklen_t *fromlen)
+{
+	struct rs *rs = rs_get(socket);
+	ssize_t r;
+
+	if (!rs)
+		return -2;
+	if (!rs->dg) {
+		rs_put(rs);
+		return -2;
+	}
+	if (iovcnt < 0 || (iovcnt && !iov)) {
+		rs_put(rs);
+		return rs_set_errno(EINVAL);
+	}
+	pthread_mutex_lock(&rs->lock);
+	r = send ? rs_dgram_sendto(rs, iov, iovcnt, flags, to, tolen)
+		 : rs_dgram_recvfrom(rs, iov, iovcnt, flags, from, fromlen);
+	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
+	return r < 0 ? rs_set_errno((int)-r) : r;
+}
+
 static ssize_t rs_sendv(int socket, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct iov_cur c = {iov, iovcnt, 0, 0};
 	size_t total, sent = 0;
 	bool nb;
 	int e = 0;
-	struct rs *rs = io_begin(socket, iov, iovcnt, flags, &total, &nb);
+	ssize_t d = dg_io(socket, iov, iovcnt, flags, true, NULL, 0, NULL, NULL);
+	struct rs *rs;
+
+	if (d != -2)
+		return d;
+	rs = io_begin(socket, iov, iovcnt, flags, &total, &nb);
 
 	if (!rs)
 		return -1;
@@ -592,7 +627,12 @@ static ssize_t rs_recvv(int socket, const struct iovec *iov, int iovcnt, int fla
 	size_t want, got = 0;
 	bool nb, waitall = flags & MSG_WAITALL, peek = flags & MSG_PEEK;
 	int e = 0;
-	struct rs *rs = io_begin(socket, iov, iovcnt, flags, &want, &nb);
+	ssize_t d = dg_io(socket, iov, iovcnt, flags, false, NULL, 0, NULL, NULL);
+	struct rs *rs;
+
+	if (d != -2)
+		return d;
+	rs = io_begin(socket, iov, iovcnt, flags, &want, &nb);
 
 	if (!rs)
 		return -1;
@@ -653,7 +693,12 @@ ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr *src_addr,
 		  socklen_t *addrlen)
 {
-	ssize_t n = rrecv(socket, buf, len, flags);
+	struct iovec v = {buf, len};
+	ssize_t n = dg_io(socket, &v, 1, flags, false, NULL, 0, src_addr, addrlen);
+
+	if (n != -2)
+		return n;
+	n = rrecv(socket, buf, len, flags);
 
 	if (n >= 0 && src_addr && addrlen) {
 		int e = errno;
@@ -694,8 +739,12 @@ ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
 		const struct sockaddr *dest_addr, socklen_t addrlen)
 {
-	(void)dest_addr; /* a connected stream ignores it, as TCP does */
-	(void)addrlen;
+	struct iovec v = {(void *)buf, len};
+	ssize_t n = dg_io(socket, &v, 1, flags, true, dest_addr, addrlen, NULL, NULL);
+
+	if (n != -2)
+		return n;
+	/* a connected stream ignores the address, as TCP does */
 	return rsend(socket, buf, len, flags);
 }
 
@@ -720,6 +769,8 @@ short rs_revents(struct rs *rs, short events)
 {
 	short r = 0;
 
+	if (rs->dg)
+		return rs_dgram_revents(rs, events);
 	rs_cm_progress(rs);
 	rs_cq_progress(rs);
 	switch (rs->state) {

@@ -13,7 +13,8 @@
 #   qperf): the server is stopped once the client is done and must still be
 #   running then; CM_WAIT=tcp:PORT waits for a TCP listener instead (qperf);
 #   CM_PORT=N for programs with a fixed port (udaddy: 7174; each test has
-#   its own daemon, so its own port spaces).
+#   its own daemon, so its own port spaces); CM_NOTHING_LEFT=1: afterwards
+#   `softrdma status` must list no process holding anything.
 set -u
 here=$(dirname "$0")
 source "$here/../lib.sh"
@@ -61,5 +62,19 @@ sleep 0.2 # a stopped server's teardown
 left=$("$SR" status | grep -E '^  cm: ' || true)
 echo "daemon after: $left"
 echo "$left" | grep -q '^  cm: 0 ids' || { echo "FAIL: CM ids left in the daemon"; "$SR" status | grep 'cm id'; ok=0; }
+if [ -n "${CM_NOTHING_LEFT:-}" ]; then
+	# every process gone: the daemon holds no object of any client
+	for _ in $(seq 50); do
+		"$SR" status | grep -q '^process' || break
+		sleep 0.1
+	done
+	if "$SR" status | grep -q '^process'; then
+		echo "FAIL: resources left in the daemon:"
+		"$SR" status | grep -A3 '^process'
+		ok=0
+	else
+		echo "daemon after: no process holds anything"
+	fi
+fi
 [ $ok = 1 ] && echo "PASS"
 [ $ok = 1 ]

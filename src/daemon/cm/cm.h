@@ -150,6 +150,10 @@ void sr_cm_id_info(const struct sr_cm_id *id, struct sr_cm_info *info);
 int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *addr);
 uint16_t sr_cm_port(const struct sockaddr_storage *a);
 bool sr_cm_addr_any(const struct sockaddr_storage *a);
+/* An IPv4 or IPv6 multicast group address. */
+bool sr_cm_addr_mcast(const struct sockaddr_storage *a);
+/* The MGID of a group on RoCEv2: ::ffff:a.b.c.d, or the IPv6 group itself. */
+void sr_cm_mgid_of(const struct sockaddr_storage *a, uint8_t gid[16]);
 
 /* cm_addr.c */
 /* The device GID for an address of this host, its index, or -1. */

@@ -94,6 +94,22 @@ static void addr_error(struct sr_cm_id *id, int status)
 }
 
 /* The RoCEv2 GID of an IP address (RoCE v2 GID type, IBTA A17.8). */
+static void gid_from_addr(const struct sockaddr_storage *a, uint8_t gid[16]);
+
+bool sr_cm_addr_mcast(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return IN_MULTICAST(ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr));
+	if (a->ss_family == AF_INET6)
+		return IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)a)->sin6_addr);
+	return false;
+}
+
+void sr_cm_mgid_of(const struct sockaddr_storage *a, uint8_t gid[16])
+{
+	gid_from_addr(a, gid);
+}
+
 static void gid_from_addr(const struct sockaddr_storage *a, uint8_t gid[16])
 {
 	memset(gid, 0, 16);
@@ -181,7 +197,11 @@ int sr_cm_resolve_addr(struct sr_daemon *d, struct sr_cm_id *id, const struct so
 		addr_error(id, ret);
 		return 0;
 	}
-	if (sr_cm_gid_of(d, &dest, id->dgid) < 0) {
+	if (sr_cm_addr_mcast(&dest)) {
+		/* a multicast group (rdma_join_multicast): its MGID, as RoCEv2
+		 * maps the group (IPv4-mapped), and no neighbour to wait for */
+		gid_from_addr(&dest, id->dgid);
+	} else if (sr_cm_gid_of(d, &dest, id->dgid) < 0) {
 		/* another host's: over the wire, if this host has an engine */
 		if (!sr_cm_wire_up()) {
 			addr_error(id, -ENODEV);

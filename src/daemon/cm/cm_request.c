@@ -223,6 +223,28 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		if (ch != id->chan)
 			sr_cm_events_move(id, ch);
 		return 0;
+	case SR_OP_CM_JOIN: {
+		struct sr_cm_event *ev;
+
+		/* rdma-core: a UD id bound to the device (bound to a local
+		 * address, or its address resolved); RoCE has no SA, so the
+		 * join completes here and now (the kernel's iboe join) */
+		ret = sr_cm_sockaddr_in(req->u.cm.dst, &dst);
+		if (ret)
+			return ret == -ENOENT ? -EINVAL : ret;
+		if (!sr_cm_addr_mcast(&dst) || id->qp_type != IBV_QPT_UD || !id->port_num ||
+		    (id->state != SR_CM_ADDR_BOUND && id->state != SR_CM_ADDR_RESOLVED))
+			return -EINVAL;
+		ev = sr_cm_event_new(id, RDMA_CM_EVENT_MULTICAST_JOIN, 0);
+		if (!ev)
+			return -ENOMEM;
+		ev->w.conn.qp_num = 0xFFFFFF;
+		ev->w.conn.qkey = 0x01234567; /* RDMA_UDP_QKEY */
+		sr_cm_mgid_of(&dst, ev->w.private_data);
+		ev->w.private_len = 16;
+		sr_cm_event_post(id, ev);
+		return 0;
+	}
 	case SR_OP_CM_SET_OPTION:
 		switch (req->u.cm.option) {
 		case RDMA_OPTION_ID_TOS:
