@@ -3,7 +3,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev zlib1g-dev
-DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace ucx-utils \
+DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace ucx-utils libfabric-bin \
 	python3-scapy tshark ethtool socat netcat-openbsd
 # the control-socket fuzzer (tests/fuzz): clang and its libFuzzer runtime
 DEB_FUZZ = clang libclang-rt-14-dev
