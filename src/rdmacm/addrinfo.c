@@ -6,6 +6,11 @@
  * and port space from the hints or else from the socket type.  There is no
  * ibacm here, so ai_route and ai_connect stay empty, as rdma-core's are
  * without it.  AF_IB (RAI_FAMILY with AF_IB) is refused with EAI_FAMILY.
+ * With neither node nor service, rdma-core builds the result from the hints
+ * alone (their flags, family, QP type, port space, source and destination
+ * addresses): libfabric's verbs provider asks so for the address it already
+ * holds (an rxm endpoint's source address) and gives up on the device if
+ * that fails.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -25,6 +30,31 @@ static int copy_addr(struct sockaddr **dst, socklen_t *dlen, const struct sockad
 	return 0;
 }
 
+static int from_hints(const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+	struct rdma_addrinfo *r = calloc(1, sizeof(*r));
+	int ret = 0;
+
+	if (!r)
+		return EAI_MEMORY;
+	r->ai_flags = hints->ai_flags;
+	r->ai_family = hints->ai_family;
+	r->ai_qp_type = hints->ai_qp_type;
+	r->ai_port_space = hints->ai_port_space;
+	if (hints->ai_dst_addr && hints->ai_dst_len)
+		ret = copy_addr(&r->ai_dst_addr, &r->ai_dst_len, hints->ai_dst_addr,
+				hints->ai_dst_len);
+	if (!ret && hints->ai_src_addr && hints->ai_src_len)
+		ret = copy_addr(&r->ai_src_addr, &r->ai_src_len, hints->ai_src_addr,
+				hints->ai_src_len);
+	if (ret) {
+		rdma_freeaddrinfo(r);
+		return ret;
+	}
+	*res = r;
+	return 0;
+}
+
 int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 		     struct rdma_addrinfo **res)
 {
@@ -32,12 +62,14 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 	struct rdma_addrinfo *r;
 	int ret;
 
-	if (!res || (!node && !service)) {
+	if (!res || (!node && !service && !hints)) {
 		errno = EINVAL;
 		return EAI_NONAME;
 	}
 	if (cm_init())
 		return EAI_SYSTEM;
+	if (!node && !service)
+		return from_hints(hints, res);
 	memset(&gh, 0, sizeof(gh));
 	if (hints) {
 		if (hints->ai_flags & RAI_FAMILY && hints->ai_family == AF_IB)

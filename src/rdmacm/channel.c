@@ -321,6 +321,8 @@ int rdma_migrate_id(struct rdma_cm_id *cid, struct rdma_event_channel *channel)
 	struct sr_rep rep;
 	int ret;
 
+	if (was_sync && !channel)
+		return cm_err(EINVAL);
 	if (!channel) {
 		channel = cm_channel_new();
 		if (!channel)
@@ -334,7 +336,18 @@ int rdma_migrate_id(struct rdma_cm_id *cid, struct rdma_event_channel *channel)
 			rdma_destroy_event_channel(channel);
 		return cm_err(-ret);
 	}
-	/* events already handed out stay the old channel's until acked */
+	/*
+	 * A synchronous id keeps its last event (rdma_create_ep's
+	 * ROUTE_RESOLVED, for one) in id->event for the caller to look at;
+	 * nobody else will ack it, so leaving synchronous mode acks it, as
+	 * rdma-core does (libfabric's verbs provider migrates such an id to
+	 * its event queue's channel and would otherwise wait here forever).
+	 * Other events already handed out stay the old channel's until acked.
+	 */
+	if (was_sync && cid->event) {
+		rdma_ack_cm_event(cid->event);
+		cid->event = NULL;
+	}
 	pthread_mutex_lock(&id->lock);
 	while (id->events_unacked)
 		pthread_cond_wait(&id->cond, &id->lock);

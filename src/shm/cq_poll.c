@@ -6,8 +6,24 @@
  * word equals the consumer index + 1 (published by cq_push.c).  An empty
  * poll also gives waiting senders a chance: QPs whose send CQ this is are
  * retried, and failed once their RNR or ACK deadline has passed.
+ *
+ * Completions of destroyed QPs.  Once ibv_destroy_qp returns, a ConnectX
+ * never returns a completion of that QP: mlx5's destroy removes the QP's
+ * entries from its send and receive CQs.  Programs rely on it: libfabric's
+ * verbs provider frees its work-request contexts when it closes an endpoint,
+ * and rxm, closing a connection, reposts the receive buffer of any
+ * completion it polls afterwards on the endpoint named by that context
+ * (SIGSEGV in fi_close, test ecosystem_fi_pingpong_rxm, one run in ten
+ * before this).  Here an entry cannot be taken out of the ring in place:
+ * other processes produce into it, and an executor that looked the QP up
+ * just before the destroy may still publish one of its completions after
+ * it (the epochs, docs/architecture.md).  So destroy records the QP number
+ * in each of its CQs (the last SR_CQ_DEAD_QPNS) and polling consumes
+ * that QP's entries without returning them, those already there and late
+ * ones alike; creating a QP that gets the same number again takes it off.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -157,6 +173,46 @@ static inline void rq_slot_polled(struct sr_context *ctx, const struct sr_cqe *e
 		;
 }
 
+/* Caller holds poll_lock */
+static bool qp_dead(const struct sr_cq *cq, uint32_t qpn)
+{
+	for (uint32_t i = 0; i < cq->ndead; i++)
+		if (cq->dead_qpn[i] == qpn)
+			return true;
+	return false;
+}
+
+void sr_cq_qp_destroyed(struct ibv_cq *ibcq, uint32_t qpn)
+{
+	struct sr_cq *cq = to_scq(ibcq);
+
+	sr_shm_lock(&cq->poll_lock);
+	if (!qp_dead(cq, qpn)) {
+		cq->dead_qpn[cq->dead_next] = qpn;
+		cq->dead_next = (cq->dead_next + 1) % SR_CQ_DEAD_QPNS;
+		if (cq->ndead < SR_CQ_DEAD_QPNS)
+			cq->ndead++;
+	}
+	sr_shm_unlock(&cq->poll_lock);
+}
+
+void sr_cq_qp_created(struct ibv_cq *ibcq, uint32_t qpn)
+{
+	struct sr_cq *cq = to_scq(ibcq);
+
+	sr_shm_lock(&cq->poll_lock);
+	for (uint32_t i = 0; i < cq->ndead; i++) {
+		if (cq->dead_qpn[i] != qpn)
+			continue;
+		/* keep the list dense: the slot takes a surviving entry, and
+		 * the next one recorded goes to the end */
+		cq->dead_qpn[i] = cq->dead_qpn[--cq->ndead];
+		cq->dead_next = cq->ndead;
+		break;
+	}
+	sr_shm_unlock(&cq->poll_lock);
+}
+
 int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
 	struct sr_context *ctx = to_sctx(ibcq->context);
@@ -177,11 +233,13 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 
 		if (!e)
 			break;
+		cons++;
+		if (__builtin_expect(cq->ndead != 0, 0) && qp_dead(cq, e->qp_num))
+			continue;
 		to_wc(e, &wc[n++]);
 		rq_slot_polled(ctx, e);
-		cons++;
 	}
-	if (n)
+	if (cons != atomic_load_explicit(&s->cons, memory_order_relaxed))
 		/* frees the slots: pairs with the producer's load-acquire of cons */
 		atomic_store_explicit(&s->cons, cons, memory_order_release);
 	sr_shm_unlock(&cq->poll_lock);
@@ -221,8 +279,11 @@ static int take_one(struct sr_cq *cq)
 {
 	struct sr_context *ctx = to_sctx(cq->cq.context);
 	uint32_t cons = atomic_load_explicit(&cq->shm->cons, memory_order_relaxed);
-	struct sr_cqe *e = next_cqe(ctx, cq->shm, cons);
+	struct sr_cqe *e;
 
+	while ((e = next_cqe(ctx, cq->shm, cons)) && __builtin_expect(cq->ndead != 0, 0) &&
+	       qp_dead(cq, e->qp_num))
+		atomic_store_explicit(&cq->shm->cons, ++cons, memory_order_release);
 	if (!e)
 		return ENOENT;
 	cq->cur = *e;

@@ -69,6 +69,9 @@ struct sr_comp_channel {
 	struct sr_context *ctx;
 };
 
+/* destroyed QPs a CQ remembers (cq_poll.c) */
+#define SR_CQ_DEAD_QPNS 16
+
 struct sr_cq {
 	struct ibv_cq_ex cq; /* ibv_cq_ex first: ibv_cq_ex_to_cq is a cast */
 	struct sr_list link;
@@ -78,6 +81,10 @@ struct sr_cq {
 	struct sr_cqe cur;	  /* extended polling: the entry being read */
 	struct sr_lock poll_lock; /* consumers within this process (the arena lock type: one CAS) */
 	uint32_t events_reported; /* by ibv_get_cq_event; under cq.mutex */
+	/* QPs of this CQ destroyed lately, whose completions polling drops
+	 * (cq_poll.c, "Completions of destroyed QPs"); under poll_lock */
+	uint32_t ndead, dead_next;
+	uint32_t dead_qpn[SR_CQ_DEAD_QPNS];
 };
 
 struct sr_srq {
@@ -196,6 +203,8 @@ int sr_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 int sr_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 int sr_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 int sr_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
+void sr_cq_qp_destroyed(struct ibv_cq *cq, uint32_t qpn);
+void sr_cq_qp_created(struct ibv_cq *cq, uint32_t qpn);
 int sr_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int sr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
 void sr_cq_ex_init(struct sr_cq *cq);

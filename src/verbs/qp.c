@@ -114,6 +114,10 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 		qp->has_qpx = true;
 		sr_qp_ex_init(qp);
 	}
+	/* a number given again: its new completions are not stale ones */
+	sr_cq_qp_created(attr->send_cq, q->qp_num);
+	if (attr->recv_cq != attr->send_cq)
+		sr_cq_qp_created(attr->recv_cq, q->qp_num);
 	pthread_mutex_lock(&ctx->lock);
 	sr_list_add(&ctx->qps, &qp->link);
 	pthread_mutex_unlock(&ctx->lock);
@@ -307,6 +311,11 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 		pthread_mutex_unlock(&ctx->lock);
 		return -ret;
 	}
+	/* none of its completions is returned from now on, as on a ConnectX
+	 * (cq_poll.c, "Completions of destroyed QPs") */
+	sr_cq_qp_destroyed(qp->send_cq, qp->qp_num);
+	if (qp->recv_cq != qp->send_cq)
+		sr_cq_qp_destroyed(qp->recv_cq, qp->qp_num);
 	free(to_sqp(qp));
 	return 0;
 }

@@ -657,3 +657,96 @@ void test_err_peer_killed(void)
 	vdev_close(&e.d);
 	close(e.ag.c.fd);
 }
+
+/* ---- destroying a QP takes its completions with it ---- */
+
+/* Two RC QPs in INIT on one CQ, four receives each, interleaved; ERR
+ * flushes all eight into the CQ. */
+static void two_flushed_qps(struct vdev *d, struct ibv_cq *cq, struct vbuf *b, struct ibv_qp *qp[2])
+{
+	for (int k = 0; k < 2; k++) {
+		struct qp_spec s = {.type = IBV_QPT_RC, .scq = cq, .rcq = cq};
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+					.port_num = 1,
+					.qp_access_flags = IBV_ACCESS_LOCAL_WRITE};
+
+		qp[k] = vqp_create(d, &s);
+		CHECK_EQ(ibv_modify_qp(qp[k], &a,
+				       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					   IBV_QP_ACCESS_FLAGS),
+			 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		struct ibv_sge sge = {(uintptr_t)b->p + 64 * (unsigned)i, 64, b->mr->lkey};
+		struct ibv_recv_wr rwr = {.wr_id = 100 * (uint64_t)(i % 2 + 1) + (uint64_t)i,
+					  .sg_list = &sge,
+					  .num_sge = 1},
+				   *bad;
+
+		CHECK_EQ(ibv_post_recv(qp[i % 2], &rwr, &bad), 0);
+	}
+	CHECK_EQ(vqp_set_state(qp[0], IBV_QPS_ERR), 0);
+	CHECK_EQ(vqp_set_state(qp[1], IBV_QPS_ERR), 0);
+}
+
+/* As on a ConnectX (mlx5 cleans the QP's entries out of its CQs at destroy),
+ * no completion of a destroyed QP is polled afterwards, while those of the
+ * other QPs of the CQ still are, in order; through ibv_poll_cq and through
+ * the extended CQ's start_poll/next_poll.  libfabric's rxm depends on it. */
+void test_err_destroy_drops_cqes(void)
+{
+	struct vdev d;
+	struct vbuf b;
+	struct ibv_qp *qp[2];
+	struct ibv_wc wc[8];
+
+	vdev_open(&d);
+	vbuf_reg(&d, &b, 4096, 64, IBV_ACCESS_LOCAL_WRITE, NULL);
+
+	sr_note("ibv_poll_cq");
+	{
+		struct ibv_cq *cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
+		uint32_t live;
+
+		REQUIRE(cq);
+		two_flushed_qps(&d, cq, &b, qp);
+		live = qp[1]->qp_num;
+		usleep(100 * 1000); /* every flush in the ring, none polled */
+		CHECK_EQ(ibv_destroy_qp(qp[0]), 0);
+		CHECK_EQ(vpoll(cq, wc, 4, 2000), 4);
+		for (int i = 0; i < 4; i++)
+			CHECK_WC(wc[i], IBV_WC_WR_FLUSH_ERR, 0, 201 + 2 * (uint64_t)i, live);
+		vpoll_none(cq, 50);
+		CHECK_EQ(ibv_destroy_qp(qp[1]), 0);
+		CHECK_EQ(ibv_destroy_cq(cq), 0);
+	}
+
+	sr_note("ibv_start_poll / ibv_next_poll");
+	{
+		struct ibv_cq_init_attr_ex ca = {.cqe = 64, .wc_flags = IBV_WC_EX_WITH_QP_NUM};
+		struct ibv_poll_cq_attr pa = {0};
+		struct ibv_cq_ex *cqx = ibv_create_cq_ex(d.ctx, &ca);
+		uint32_t live;
+		int n = 0, ret;
+
+		REQUIRE(cqx);
+		two_flushed_qps(&d, ibv_cq_ex_to_cq(cqx), &b, qp);
+		live = qp[1]->qp_num;
+		usleep(100 * 1000);
+		CHECK_EQ(ibv_destroy_qp(qp[0]), 0);
+		for (ret = ibv_start_poll(cqx, &pa); !ret; ret = ibv_next_poll(cqx)) {
+			CHECK_STATUS(cqx->status, IBV_WC_WR_FLUSH_ERR);
+			CHECK_EQ(cqx->wr_id, 201 + 2 * (uint64_t)n);
+			CHECK_EQ(ibv_wc_read_qp_num(cqx), live);
+			n++;
+		}
+		if (n)
+			ibv_end_poll(cqx);
+		CHECK_EQ(ret, ENOENT);
+		CHECK_EQ(n, 4);
+		CHECK_EQ(ibv_destroy_qp(qp[1]), 0);
+		CHECK_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+	}
+	vbuf_free(&b);
+	vdev_close(&d);
+}

@@ -28,6 +28,7 @@
 	X(err_rnr_retry, 60)                                                                       \
 	X(err_rnr_infinite, 60)                                                                    \
 	X(err_flush, 60)                                                                           \
+	X(err_destroy_drops_cqes, 60)                                                              \
 	X(err_responder_sq_busy, 60)                                                               \
 	X(err_peer_killed, 60)                                                                     \
 	X(err_peer_killed_waiting, 60)                                                             \
