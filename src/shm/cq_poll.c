@@ -184,8 +184,11 @@ static bool qp_dead(const struct sr_cq *cq, uint32_t qpn)
 
 void sr_cq_qp_destroyed(struct ibv_cq *ibcq, uint32_t qpn)
 {
-	struct sr_cq *cq = to_scq(ibcq);
+	struct sr_cq *cq;
 
+	if (!ibcq)
+		return; /* XRC QPs have no CQ of their own (XRC_RECV none at all) */
+	cq = to_scq(ibcq);
 	sr_shm_lock(&cq->poll_lock);
 	if (!qp_dead(cq, qpn)) {
 		cq->dead_qpn[cq->dead_next] = qpn;
@@ -198,8 +201,11 @@ void sr_cq_qp_destroyed(struct ibv_cq *ibcq, uint32_t qpn)
 
 void sr_cq_qp_created(struct ibv_cq *ibcq, uint32_t qpn)
 {
-	struct sr_cq *cq = to_scq(ibcq);
+	struct sr_cq *cq;
 
+	if (!ibcq)
+		return; /* XRC QPs have no CQ of their own (XRC_RECV none at all) */
+	cq = to_scq(ibcq);
 	sr_shm_lock(&cq->poll_lock);
 	for (uint32_t i = 0; i < cq->ndead; i++) {
 		if (cq->dead_qpn[i] != qpn)
