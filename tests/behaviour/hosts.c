@@ -27,6 +27,9 @@ static const struct {
     {"reclaim_waits_for_readers",
      "checks epoch reclamation of shared-memory chunks pinned by a stopped process that "
      "maps them (src/shm/epoch.h); a process on another host maps none"},
+    {"err_destroy_drops_cqes",
+     "checks what polling returns after ibv_destroy_qp, with QPs that never leave this "
+     "process (flushed in INIT/ERR); there is no peer to put on another host"},
 };
 
 bool sr_remote(void)
