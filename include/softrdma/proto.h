@@ -95,7 +95,7 @@ enum sr_op {
 			     u.xrcd.oflags; rep.handle: this client's handle */
 	SR_OP_CLOSE_XRCD, /* handle: EBUSY while SRQs or QPs were made through it */
 	SR_OP_OPEN_QP,	  /* handle: an XRC_RECV QPN; u.open_qp; rep.u.qp as CREATE_QP */
-	SR_OP_CM_JOIN,	     /* u.cm.dst: an IP multicast group; queues MULTICAST_JOIN */
+	SR_OP_CM_JOIN,	  /* u.cm.dst: an IP multicast group; queues MULTICAST_JOIN */
 	SR_OP_MAX
 };
 
