@@ -47,17 +47,19 @@ build: deps
 demo: build
 	scripts/demo.sh $(BUILD)
 
+# tests/run_ctest.sh: the suite in parallel, then what failed once more,
+# alone (a test that passes alone is named as load-sensitive, not hidden)
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	tests/run_ctest.sh $(BUILD) $(JOBS)
 
 # AddressSanitizer+UBSan and ThreadSanitizer builds running the same suite.
 test-sanitizers: deps
 	cmake -S . -B $(BUILD)-asan -DSOFTRDMA_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build $(BUILD)-asan -j$(JOBS)
-	cd $(BUILD)-asan && ctest --output-on-failure -L sanitize
+	tests/run_ctest.sh $(BUILD)-asan 1 -L sanitize
 	cmake -S . -B $(BUILD)-tsan -DSOFTRDMA_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	cmake --build $(BUILD)-tsan -j$(JOBS)
-	cd $(BUILD)-tsan && ctest --output-on-failure -L sanitize
+	tests/run_ctest.sh $(BUILD)-tsan 1 -L sanitize
 
 # The control-socket fuzzer for FUZZ_TIME seconds (default 1800), niced,
 # FUZZ_ARGS passed to libFuzzer (e.g. -jobs=1); `make test` runs it for
