@@ -402,7 +402,9 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	sr_shm_unlock(&s->rq.prod_lock);
 	if (state == IBV_QPS_ERR) {
 		sr_rq_flush(ctx->arena, s, sr_signal_fd, ctx);
-	} else if (take_waiting(&s->rq)) {
+	} else if (take_waiting(&s->rq) && !s->wire) {
+		/* a peer on another host retries after its RNR timer; its QPN
+		 * names no QP here (it may name another one of ours) */
 		sr_epoch_enter(ctx->arena);
 		sr_exec_kick_try(ctx, sr_exec_qp_lookup(ctx, s->dest_qpn));
 		sr_epoch_exit();
