@@ -23,6 +23,7 @@
 static struct sr_counters sr_local_counters;
 struct sr_counters *sr_counters = &sr_local_counters;
 const char *sr_proc_name = "test";
+void (*sr_on_first_failure)(void);
 static uint64_t sr_the_seed;
 static _Atomic unsigned long sr_failed_in_process;
 static _Thread_local char sr_note_buf[256];
@@ -48,7 +49,8 @@ void sr__fail(const char *file, int line, const char *fmt, ...)
 	char msg[768];
 	va_list ap;
 
-	atomic_fetch_add(&sr_counters->failed, 1);
+	bool first = atomic_fetch_add(&sr_counters->failed, 1) == 0;
+
 	if (n >= SR_MAX_PRINTED_FAILURES) {
 		if (n == SR_MAX_PRINTED_FAILURES)
 			fprintf(stderr, "[%s %d] further failures not printed\n", sr_proc_name,
@@ -60,6 +62,8 @@ void sr__fail(const char *file, int line, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "[%s %d] %s:%d: FAIL%s%s%s: %s\n", sr_proc_name, (int)getpid(), file, line,
 		sr_note_buf[0] ? " [" : "", sr_note_buf, sr_note_buf[0] ? "]" : "", msg);
+	if (first && sr_on_first_failure)
+		sr_on_first_failure();
 }
 
 void sr__fatal(void)

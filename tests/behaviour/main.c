@@ -167,6 +167,23 @@ static void show_status(const char *sock, int nsfd, const char *which)
 		waitpid(pid, NULL, 0);
 }
 
+/* The two daemons of the running test, for show_both (set before the fork). */
+static char run_sock[96], run_peer_sock[104];
+static int run_peer_ns = -1;
+static pid_t run_test_pid;
+
+/* Both engines' counters and QPs; at the first failing check this is while
+ * the test's QPs still exist (their PSNs and queues say where they stand). */
+static void show_both(void)
+{
+	if (!sr_remote() || getpid() != run_test_pid ||
+	    atomic_exchange(&sr_counters->status_shown, 1))
+		return;
+	fflush(stderr);
+	show_status(run_sock, -1, "this host");
+	show_status(run_peer_sock, run_peer_ns, "the peer host");
+}
+
 static uint64_t pick_seed(void)
 {
 	const char *e = getenv("SR_BEHAVE_SEED");
@@ -183,7 +200,7 @@ static int run_one(const struct sr_test *t)
 	const char *sc = getenv("SR_BEHAVE_TIMEOUT_SCALE");
 	int timeout_s = t->timeout_s * (sc && atoi(sc) > 0 ? atoi(sc) : 1);
 	uint64_t seed = pick_seed(), start = sr_now_us(), deadline;
-	char sock[96], peer_sock[104];
+	char *sock = run_sock, *peer_sock = run_peer_sock;
 	pid_t daemon, peer_daemon = -1, pid;
 	int st = 0, peer_ns = -1;
 	bool timed_out = false, daemon_ok;
@@ -198,7 +215,7 @@ static int run_one(const struct sr_test *t)
 	       (unsigned long long)seed, (unsigned long long)seed);
 	fflush(stdout);
 
-	snprintf(sock, sizeof(sock), "softrdma-behave-%d-%llx", (int)getpid(),
+	snprintf(sock, sizeof(run_sock), "softrdma-behave-%d-%llx", (int)getpid(),
 		 (unsigned long long)(seed & 0xffffffffu));
 	if (sr_remote()) {
 		const char *ns = getenv(SR_ENV_PEER_NETNS), *a = getenv(SR_ENV_ADDR),
@@ -215,7 +232,8 @@ static int run_one(const struct sr_test *t)
 			return 2;
 		}
 		printf("# %s: across hosts: we are %s, the agents %s in %s\n", t->name, a, pa, ns);
-		snprintf(peer_sock, sizeof(peer_sock), "%s-peer", sock);
+		snprintf(peer_sock, sizeof(run_peer_sock), "%s-peer", sock);
+		run_peer_ns = peer_ns;
 		setenv(SR_ENV_PEER_SOCKET, peer_sock, 1);
 		peer_daemon = start_daemon(peer_sock, peer_ns);
 		if (peer_daemon < 0) {
@@ -240,6 +258,8 @@ static int run_one(const struct sr_test *t)
 		setpgid(0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		sr_proc_name = t->name;
+		run_test_pid = getpid();
+		sr_on_first_failure = show_both;
 		t->fn();
 		fflush(stdout);
 		fflush(stderr);
@@ -263,7 +283,8 @@ static int run_one(const struct sr_test *t)
 		sr_sleep_ms(5);
 	}
 	kill(-pid, SIGKILL); /* helpers left behind, if any */
-	if (sr_remote() && (atomic_load(&sr_counters->failed) || timed_out)) {
+	if (sr_remote() && (atomic_load(&sr_counters->failed) || timed_out) &&
+	    !atomic_exchange(&sr_counters->status_shown, 1)) {
 		/* what both engines saw, for the failure's report */
 		show_status(sock, -1, "this host");
 		show_status(peer_sock, peer_ns, "the peer host");
