@@ -2,11 +2,12 @@
 # Debian 12 machine: they install what is missing, build, and run.
 BUILD ?= build
 JOBS ?= $(shell nproc)
-# libopenmpi-dev: mpicc and mpi.h for the MPI test program (tests/ecosystem/mpi)
+# libopenmpi-dev, libmpich-dev: the compiler wrappers for the MPI test
+# program (tests/ecosystem/mpi), built once for each MPI
 DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev zlib1g-dev \
-	libopenmpi-dev
+	libopenmpi-dev libmpich-dev
 DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace ucx-utils \
-	python3-scapy tshark ethtool socat netcat-openbsd openmpi-bin libfabric-bin
+	python3-scapy tshark ethtool socat netcat-openbsd openmpi-bin mpich libfabric-bin
 # the control-socket fuzzer (tests/fuzz): clang and its libFuzzer runtime
 DEB_FUZZ = clang libclang-rt-14-dev
 # `make bench` (bench/run.sh, which checks the same list when run alone):

@@ -1,44 +1,68 @@
 #!/bin/bash
-# Open MPI over softrdma (issue 13): mpi_run.sh BUILD_DIR onehost|twohost
+# MPI over softrdma (issue 13): mpi_run.sh BUILD_DIR onehost|twohost [IMPL]
 # runs our two-rank program (mpi_pair.c: ping-pong 1 B..1 MiB, allreduce,
-# MPI_Put/MPI_Get in a window with fences, every byte checked) with Debian's
-# Open MPI 4.1: pml ucx and osc ucx over UCX's rc_verbs on soft0:1
-# (ud_verbs only as UCP's auxiliary transport for the wire-up: rc_verbs
-# alone has none, "no auxiliary transport"), the BTLs limited to self, so
-# neither TCP nor shared memory can carry MPI data.
-#   onehost: mpirun under `softrdma run`, both ranks on this host (private
-#            daemon);
+# MPI_Put/MPI_Get in a window with fences, every byte checked) with one of
+# Debian's MPIs, both over UCX's rc_verbs on soft0:1 (ud_verbs only as
+# UCP's auxiliary transport for the wire-up: rc_verbs alone has none, "no
+# auxiliary transport"):
+#   openmpi (default): Open MPI 4.1, pml ucx and osc ucx, the BTLs limited
+#            to self, so neither TCP nor shared memory can carry MPI data;
+#   mpich:   MPICH 4.0, whose Debian build is ch4:ucx (not ch4:ofi, so
+#            libfabric is not in its path), with MPIR_CVAR_NOLOCAL=1 so that
+#            ranks MPICH takes for neighbours (one host; two namespaces
+#            share one hostname too) may not use its shared-memory path
+#            (Debian's build carried every byte through UCX without it in
+#            our runs; the byte check below would see it if not).
+# Modes:
+#   onehost: the launcher under `softrdma run`, both ranks on this host
+#            (private daemon);
 #   twohost: two network namespaces joined by a veth (tests/lib_netns.sh);
-#            mpirun and rank 0 in host a, rank 1 in host b, started by Open
-#            MPI's rsh launcher through an agent that runs the command in
-#            b's namespace (ip netns exec, then `softrdma run`); Open MPI's
-#            out-of-band TCP goes over the veth.
-# Passes when mpirun exits 0 and rank 0 prints "mpi_pair: PASS", when UCX's
-# log (UCX_LOG_LEVEL=info) shows every endpoint between the ranks on
+#            the launcher and rank 0 in host a, rank 1 in host b, started by
+#            the MPI's rsh launcher through an agent that runs the command
+#            in b's namespace (ip netns exec, then `softrdma run`); the
+#            launchers' own TCP goes over the veth.  MPICH's launcher
+#            passes its whole environment to every rank unless told not to
+#            (-genvnone): host a's SOFTRDMA_SOCKET would reach rank 1.
+# Passes when the launcher exits 0 and rank 0 prints "mpi_pair: PASS", when
+# UCX's log (UCX_LOG_LEVEL=info) shows every endpoint between the ranks on
 # rc_verbs/soft0:1 (tag matching and RMA) and no transport but rc_verbs,
 # ud_verbs on soft0:1 and self, and when softrdma carried at least the
 # payload the program moved: onehost, the byte counter of `softrdma status`
 # (the same-host path); twohost, the bytes the two hosts' RoCEv2 engines
 # received (and rank 0 ran in host a's namespace, rank 1 in b's).
-# Skips (77) without mpirun or the program (Debian: openmpi-bin,
-# libopenmpi-dev), and twohost without root.
+# Skips (77) without the launcher or the program (Debian: openmpi-bin and
+# libopenmpi-dev; mpich and libmpich-dev), and twohost without root.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "$1" && pwd -P)
 mode=$2
-prog=$build/bin/mpi_pair
-command -v mpirun >/dev/null || { echo "SKIP: no mpirun (Debian package openmpi-bin)"; exit 77; }
+impl=${3:-openmpi}
+ucx_env=(UCX_TLS=rc_verbs,ud_verbs:aux,self UCX_NET_DEVICES=soft0:1 UCX_LOG_LEVEL=info)
+case $impl in
+openmpi)
+	prog=$build/bin/mpi_pair launcher=mpirun.openmpi pkg="openmpi-bin, libopenmpi-dev"
+	mpi_args=(-np 2 --bind-to none
+		--mca pml ucx --mca osc ucx --mca btl self --mca coll ^sm,hcoll)
+	for v in "${ucx_env[@]}"; do mpi_args+=(-x "$v"); done
+	[ "$(id -u)" = 0 ] && mpi_args+=(--allow-run-as-root)
+	;;
+mpich)
+	prog=$build/bin/mpi_pair_mpich launcher=mpiexec.mpich pkg="mpich, libmpich-dev"
+	mpi_args=(-n 2)
+	for v in "${ucx_env[@]}" MPIR_CVAR_NOLOCAL=1; do mpi_args+=(-genv "${v%%=*}" "${v#*=}"); done
+	;;
+*)
+	echo "usage: $0 BUILD_DIR onehost|twohost [openmpi|mpich]" >&2
+	exit 2
+	;;
+esac
+command -v $launcher >/dev/null || { echo "SKIP: no $launcher (Debian packages $pkg)"; exit 77; }
 [ -x "$prog" ] || {
-	echo "SKIP: $prog was not built (CMake found no MPI: Debian package libopenmpi-dev)"
+	echo "SKIP: $prog was not built (no $impl compiler wrapper: Debian packages $pkg)"
 	exit 77
 }
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
-
-mpi_args=(-np 2 --bind-to none
-	--mca pml ucx --mca osc ucx --mca btl self --mca coll ^sm,hcoll
-	-x UCX_TLS=rc_verbs,ud_verbs:aux,self -x UCX_NET_DEVICES=soft0:1 -x UCX_LOG_LEVEL=info)
-[ "$(id -u)" = 0 ] && mpi_args+=(--allow-run-as-root)
 
 # bytes STATUS_FILE: the byte counter of `softrdma status`
 bytes() { sed -n 's/^  counters:.* bytes \([0-9]*\)$/\1/p' "$1"; }
@@ -51,7 +75,7 @@ if [ "$mode" = onehost ]; then
 	trap 'sr_cleanup; rm -rf "$tmp"' EXIT
 	sr_setup "$build" || exit 1
 	"$SR" status >"$tmp/st0"
-	timeout 150 "$SR" run -q -- mpirun "${mpi_args[@]}" "$prog" >"$tmp/out" 2>&1
+	timeout 150 "$SR" run -q -- $launcher "${mpi_args[@]}" "$prog" >"$tmp/out" 2>&1
 	rc=$?
 	"$SR" status >"$tmp/st1"
 	cat "$tmp/out"
@@ -60,11 +84,12 @@ elif [ "$mode" = twohost ]; then
 	source "$here/../../lib_netns.sh"
 	nn_setup "$build" 1500 || exit 1
 	trap 'nn_cleanup; rm -rf "$tmp"' EXIT
-	# Open MPI's rsh launcher runs AGENT HOST COMMAND... as it would run ssh:
-	# the command is one shell line; host b's address means host b
+	# the rsh launchers run AGENT HOST COMMAND... as they would run ssh: the
+	# command is one shell line; host b's address means host b (MPICH's
+	# starts host a's proxy itself)
 	nn_cmd b
 	printf '%s\n' '#!/bin/bash' \
-		"# Open MPI's plm_rsh_agent for this test: HOST CMD... in host b" \
+		"# the MPI launcher's rsh agent for this test: HOST CMD... in host b" \
 		"[ \"\$1\" = $(addr_b) ] || { echo \"agent: unknown host \$1\" >&2; exit 1; }" \
 		'shift' \
 		"exec $(printf '%q ' "${NN_CMD[@]}") $(printf '%q' "$NN_SR") run -q -- /bin/sh -c \"\$*\"" \
@@ -72,9 +97,14 @@ elif [ "$mode" = twohost ]; then
 	chmod 755 "$tmp/agent"
 	on_a "$NN_SR" status >"$tmp/st0.a"
 	on_b "$NN_SR" status >"$tmp/st0.b"
-	on_a timeout 150 "$NN_SR" run -q -- mpirun "${mpi_args[@]}" \
-		--host "localhost:1,$(addr_b):1" --mca plm_rsh_agent "$tmp/agent" \
-		--mca oob_tcp_if_include "$NN_IF" "$prog" >"$tmp/out" 2>&1
+	if [ $impl = openmpi ]; then
+		mpi_args+=(--host "localhost:1,$(addr_b):1" --mca plm_rsh_agent "$tmp/agent"
+			--mca oob_tcp_if_include "$NN_IF")
+	else
+		mpi_args+=(-ppn 1 -hosts "$(addr_a),$(addr_b)" -launcher rsh
+			-launcher-exec "$tmp/agent" -iface "$NN_IF" -genvnone)
+	fi
+	on_a timeout 150 "$NN_SR" run -q -- $launcher "${mpi_args[@]}" "$prog" >"$tmp/out" 2>&1
 	rc=$?
 	on_a "$NN_SR" status >"$tmp/st1.a"
 	on_b "$NN_SR" status >"$tmp/st1.b"
@@ -95,12 +125,12 @@ elif [ "$mode" = twohost ]; then
 			{ echo "FAIL: rank $r did not run in $ns ($want)"; fail=1; }
 	done
 else
-	echo "usage: $0 BUILD_DIR onehost|twohost" >&2
+	echo "usage: $0 BUILD_DIR onehost|twohost [openmpi|mpich]" >&2
 	exit 2
 fi
 
 echo "--- checks"
-[ "$rc" = 0 ] || { echo "FAIL: mpirun exited $rc"; fail=1; }
+[ "$rc" = 0 ] || { echo "FAIL: $launcher exited $rc"; fail=1; }
 grep -q '^mpi_pair: PASS$' "$tmp/out" || { echo "FAIL: rank 0 did not print mpi_pair: PASS"; fail=1; }
 # UCX's endpoint configurations: those to the peer (not self) name
 # rc_verbs on soft0:1 for tag matching (pml ucx) and for RMA (osc ucx)
