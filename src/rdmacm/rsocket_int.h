@@ -24,6 +24,7 @@
 #define RS_IMM_VAL    0x3fffffffu
 #define RS_CTRL_FIN   1u /* no more data from this side (shutdown/close) */
 #define RS_CTRL_IOMAP 2u /* the sender rewrote iomap inbox slot (value >> 8) */
+#define RS_CTRL_RQ    3u /* the sender posted (value >> 8) more receive WQEs */
 
 #define RS_HELLO_VERSION 1
 #define RS_IOMAP_SLOTS	 64 /* inbox entries: the most riomap()s per socket */
@@ -40,7 +41,7 @@ struct rs_hello {
 	uint32_t inbox_rkey;
 	uint64_t inbox_addr;
 	uint32_t inbox_slots;
-	uint32_t reserved2;
+	uint32_t rq_size; /* receive WQEs posted at the start (0: not counted) */
 };
 
 /* One iomap inbox slot, written by the peer with an RDMA WRITE. */
@@ -113,16 +114,20 @@ struct rs {
 	uint32_t inline_max; /* the QP's inline capacity */
 	uint8_t *rbuf;	     /* receive ring the peer writes into */
 	struct ibv_mr *rmr;
-	uint32_t rd_off;     /* next byte to read */
-	uint32_t ravail;     /* bytes received, not read */
-	uint32_t unreported; /* bytes read, not yet credited to the peer */
-	uint8_t *sbuf;	     /* staging ring for sends and riowrite */
+	uint32_t rd_off;	/* next byte to read */
+	uint32_t ravail;	/* bytes received, not read */
+	uint32_t unreported;	/* bytes read, not yet credited to the peer */
+	uint32_t rq_unreported; /* receive WQEs reposted, not yet reported (RQ) */
+	uint8_t *sbuf;		/* staging ring for sends and riowrite */
 	struct ibv_mr *smr;
 	uint32_t s_head, s_used;
 	uint64_t peer_rbuf;
 	uint32_t peer_rkey, peer_rbuf_size;
 	uint32_t peer_off;    /* where our next write lands in the peer's ring */
 	uint32_t peer_credit; /* bytes of the peer's ring we may fill */
+	/* messages with an immediate the peer has receive WQEs for: every
+	 * WRITE WITH IMM takes one, and the peer reports its reposts */
+	uint32_t peer_rq_credit;
 	uint64_t peer_inbox;
 	uint32_t peer_inbox_rkey, peer_inbox_slots;
 	struct rs_iomap_wire *inbox; /* the peer's mappings, written by it */
@@ -130,7 +135,7 @@ struct rs {
 	struct rs_iomap_wire rmaps[RS_IOMAP_SLOTS]; /* copies, taken in order */
 	struct rs_iomap lmaps[RS_IOMAP_SLOTS];	    /* ours */
 	/* control messages owed when the send queue had no room */
-	bool owe_credit, owe_fin;
+	bool owe_credit, owe_fin, owe_rq;
 	uint32_t owe_iomap_mask_lo, owe_iomap_mask_hi;
 	bool fin_sent, fin_rcvd, peer_gone, shut_rd, shut_wr, established;
 	struct rs_dgram *dg; /* SOCK_DGRAM: the UD side (rsocket_dgram.c) */

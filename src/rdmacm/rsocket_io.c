@@ -150,6 +150,7 @@ void rs_fill_hello(struct rs *rs, struct rs_hello *h)
 	h->inbox_rkey = htole32(rs->inbox_mr->rkey);
 	h->inbox_addr = htole64((uint64_t)(uintptr_t)rs->inbox);
 	h->inbox_slots = htole32(RS_IOMAP_SLOTS);
+	h->rq_size = htole32(rs->rq_size);
 }
 
 void rs_take_hello(struct rs *rs, const struct rs_hello *h)
@@ -164,6 +165,9 @@ void rs_take_hello(struct rs *rs, const struct rs_hello *h)
 		rs->peer_inbox_slots = RS_IOMAP_SLOTS;
 	rs->peer_off = 0;
 	rs->peer_credit = rs->peer_rbuf_size;
+	/* a peer that does not say how many receives it posted: not counted */
+	rs->peer_rq_credit = h->rq_size ? le32toh(h->rq_size) : UINT32_MAX;
+	rs->rq_unreported = 0;
 }
 
 /* One RDMA WRITE (WITH IMM when with_imm), signaled. */
@@ -188,13 +192,15 @@ static int post_write(struct rs *rs, const void *laddr, uint32_t len, bool inl, 
 		return -1;
 	}
 	rs->sq_used++;
+	if (with_imm && rs->peer_rq_credit != UINT32_MAX)
+		rs->peer_rq_credit--;
 	return 0;
 }
 
 /* A zero-length WRITE WITH IMM: 0, or -1 when the send queue is full. */
 int rs_post_ctrl(struct rs *rs, uint32_t imm)
 {
-	if (!rs->qp || rs->sq_used >= rs->sq_max)
+	if (!rs->qp || rs->sq_used >= rs->sq_max || !rs->peer_rq_credit)
 		return -1;
 	return post_write(rs, NULL, 0, false, rs->peer_rbuf, rs->peer_rkey, true, imm, 0);
 }
@@ -240,12 +246,30 @@ static void send_credit(struct rs *rs)
 	rs->owe_credit = false;
 }
 
+/* Tells the peer how many receive WQEs we posted again since the last
+ * report: it sends a message with an immediate only when we have a receive
+ * for it, because an RNR NAK costs the responder's RNR timer (rdma_cm
+ * leaves min_rnr_timer 0, 655 ms), and polling, not sending, frees WQEs. */
+static void send_rq_report(struct rs *rs)
+{
+	if (!rs->rq_unreported || rs->peer_gone || rs->fatal)
+		return;
+	if (rs_post_ctrl(rs, RS_IMM_CTRL << 30 | RS_CTRL_RQ | rs->rq_unreported << 8)) {
+		rs->owe_rq = true;
+		return;
+	}
+	rs->rq_unreported = 0;
+	rs->owe_rq = false;
+}
+
 static void flush_owed(struct rs *rs)
 {
 	int i;
 
 	if (!rs->qp || rs->fatal || !rs->established)
 		return;
+	if (rs->owe_rq)
+		send_rq_report(rs);
 	if (rs->owe_credit)
 		send_credit(rs);
 	for (i = 0; i < RS_IOMAP_SLOTS; i++) {
@@ -274,6 +298,9 @@ static void take_imm(struct rs *rs, uint32_t imm)
 	case RS_IMM_CTRL:
 		if ((val & 0xff) == RS_CTRL_FIN) {
 			rs->fin_rcvd = true;
+		} else if ((val & 0xff) == RS_CTRL_RQ) {
+			if (rs->peer_rq_credit != UINT32_MAX)
+				rs->peer_rq_credit += val >> 8;
 		} else if ((val & 0xff) == RS_CTRL_IOMAP) {
 			slot = val >> 8;
 			if (slot < RS_IOMAP_SLOTS)
@@ -320,11 +347,18 @@ bool rs_cq_progress(struct rs *rs)
 			}
 			if (recv) {
 				take_imm(rs, ntohl(wc[i].imm_data));
-				if (post_recv(rs) && !rs->fatal)
-					rs->fatal = ECONNRESET;
+				if (post_recv(rs)) {
+					if (!rs->fatal)
+						rs->fatal = ECONNRESET;
+				} else {
+					rs->rq_unreported++;
+				}
 			}
 		}
 	}
+	/* half the ring at the latest, so the peer never runs dry while we poll */
+	if (rs->rq_unreported && rs->rq_unreported >= rs->rq_size / 2)
+		rs->owe_rq = true;
 	flush_owed(rs);
 	if (any && rs->waiters)
 		pthread_cond_broadcast(&rs->cond);
@@ -422,7 +456,8 @@ static ssize_t post_piece(struct rs *rs, struct iov_cur *c, size_t left, bool io
 	uint32_t want, pos, cost, n;
 	uint8_t small[RS_MAX_INLINE];
 
-	if (rs->sq_used + RS_CTRL_RESERVE >= rs->sq_max)
+	if (rs->sq_used + RS_CTRL_RESERVE >= rs->sq_max ||
+	    (!io && rs->peer_rq_credit <= RS_CTRL_RESERVE))
 		return 0;
 	want = left > RS_MAX_CHUNK ? RS_MAX_CHUNK : (uint32_t)left;
 	if (!io) {
@@ -800,6 +835,7 @@ short rs_revents(struct rs *rs, short events)
 				r |= POLLERR;
 		} else if (rs->state == RS_CONNECTED && rs->peer_credit &&
 			   rs->sq_used + RS_CTRL_RESERVE < rs->sq_max &&
+			   rs->peer_rq_credit > RS_CTRL_RESERVE &&
 			   (rs->inline_size || rs->s_used < rs->sbuf_size)) {
 			r |= POLLOUT;
 		}

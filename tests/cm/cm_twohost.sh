@@ -16,7 +16,10 @@
 # Environment (as tests/cm/cm_pair.sh): CM_SERVER_STAYS=1 for servers that
 #   never exit; CM_WAIT=tcp:PORT waits for a TCP listener instead, CM_WAIT=none
 #   for servers that show no listener before the client's first try
-#   (perftest -R retries its connect); CM_PORT=N for a fixed port.
+#   (perftest -R retries its connect); CM_PORT=N for a fixed port;
+#   CM_NO_RNR=1: neither engine may have sent an RNR NAK (a stream rsocket
+#   sends only into receives the peer reported posted: an RNR NAK would
+#   cost the RNR timer rdma_cm gives its QPs, 655 ms).
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
@@ -79,5 +82,12 @@ for h in a b; do
 		{ echo "FAIL: host $h's CM sent $tx and received $rx MADs on the wire"; ok=0; }
 	[ "${dropped:-1}" = 0 ] || { echo "FAIL: host $h dropped $dropped MADs"; ok=0; }
 done
+if [ "${CM_NO_RNR:-0}" = 1 ]; then
+	for h in a b; do
+		rnr=$(on_host $h "$NN_SR" status | sed -n 's/^  roce v2 .* rnr_naks_sent \([0-9]*\) .*/\1/p')
+		echo "host $h's engine sent ${rnr:-?} RNR NAKs"
+		[ "${rnr:-1}" = 0 ] || { echo "FAIL: host $h sent RNR NAKs"; ok=0; }
+	done
+fi
 [ $ok = 1 ] && echo "PASS: ${cli[0]} across two hosts, MTU $mtu"
 [ $ok = 1 ]
