@@ -618,7 +618,7 @@ uint32_t sr_mcast_members(void *arena, const uint8_t *mgid, uint32_t *qpn)
 
 static pthread_mutex_t ud_sock_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static_assert(SR_UDTX_DATA >= SR_MAX_HDR_LEN + 4096, "a UD transmit slot holds an MTU");
+static_assert(SR_UDTX_DATA >= SR_UD_MAX_HDR_LEN + 4096, "a UD transmit slot holds an MTU");
 
 /*
  * While the engine's transmit taps are on (a fault rule, a capture), a UD
