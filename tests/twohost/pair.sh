@@ -18,6 +18,8 @@
 #   KIND perftest: ib_*_{bw,lat}; passes -d soft0 -x <veth GID> -p PORT
 # PAIR_LINK_LOCAL=1: the GIDs of the veth's link-local IPv6 addresses.
 # PAIR_TRACE=1: also capture host b's engine and decode it (pair_trace).
+# PAIR_EXPECT: counter names of `softrdma status`'s RoCE line that must be
+# nonzero on host b afterwards (with SOFTRDMA_FAULT: the recovery happened).
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
@@ -118,5 +120,10 @@ ok=1
 pair_check "$kind" "$prog" "$log" "$crc" "$src" || ok=0
 [ $((after - before)) -gt 0 ] || { echo "FAIL: nothing went over the wire"; ok=0; }
 [ -n "${PAIR_TRACE:-}" ] && { pair_trace "$log/b.pcap" || ok=0; }
+for c in ${PAIR_EXPECT:-}; do
+	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
+	[ "${v:-0}" -gt 0 ] 2>/dev/null || { echo "FAIL: host b's $c is ${v:-absent}: not seen"; ok=0; }
+	echo "host b: $c $v"
+done
 [ $ok = 1 ] && echo "PASS: $prog $* across two hosts, MTU $mtu"
 [ $ok = 1 ]
