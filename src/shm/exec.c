@@ -1302,7 +1302,7 @@ int sr_resp_deliver(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t sender
 
 bool sr_resp_xrc_ok(struct sr_context *ctx, const struct sr_qp_shm *t, uint32_t xrc_srqn)
 {
-	return target_pd(ctx->arena, t, xrc_srqn) != 0;
+	return t->type != IBV_QPT_XRC_RECV || target_pd(ctx->arena, t, xrc_srqn) != 0;
 }
 
 bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn, uint32_t rkey,
