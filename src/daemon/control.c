@@ -96,7 +96,12 @@ int sr_ctl_trace(struct sr_daemon *d, const struct sr_req *req, int *fds, int nf
 
 static const char *type_name(uint32_t t)
 {
-	return t == IBV_QPT_RC ? "RC" : t == IBV_QPT_UC ? "UC" : t == IBV_QPT_UD ? "UD" : "?";
+	return t == IBV_QPT_RC	       ? "RC"
+	       : t == IBV_QPT_UC       ? "UC"
+	       : t == IBV_QPT_UD       ? "UD"
+	       : t == IBV_QPT_XRC_SEND ? "XRC_SEND"
+	       : t == IBV_QPT_XRC_RECV ? "XRC_RECV"
+				       : "?";
 }
 
 char *sr_ctl_status_text(void)

@@ -986,9 +986,9 @@ static int do_create_srq(struct sr_daemon *d, struct sr_client *c, const struct 
 }
 
 /*
- * Routing by GID: a connected QP (RC, UC) whose destination GID is not one
- * of this host's goes over the wire (RoCEv2, src/engine), whatever its
- * dest_qp_num may also name here; a local GID keeps the same-host path.
+ * Routing by GID: a connected QP (RC, UC, XRC) whose destination GID is
+ * not one of this host's goes over the wire (RoCEv2, src/engine), whatever
+ * its dest_qp_num may also name here; a local GID keeps the same-host path.
  * Only ah_attr with a GRH can name another host (RoCE requires one).
  */
 static void wire_route(struct sr_daemon *d, struct sr_qp_shm *qp)
@@ -999,9 +999,12 @@ static void wire_route(struct sr_daemon *d, struct sr_qp_shm *qp)
 	static_assert(sizeof(ah) <= sizeof(qp->ah_attr), "ah_attr fits");
 	memcpy(&ah, qp->ah_attr, sizeof(ah));
 	qp->wire = 0;
-	/* XRC stays on this host: the engine has no XRC opcodes yet, so a
-	 * remote XRC peer is an absent one (its SENDs time out) */
-	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC) || !ah.is_global)
+	/* XRC (A14) as RC: an XRC_SEND QP whose target is on another host, and
+	 * an XRC_RECV QP whose initiator is (RTR gives it the AV, as the
+	 * kernel's table requires for XRC_TGT) */
+	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_UC && qp->type != IBV_QPT_XRC_SEND &&
+	     qp->type != IBV_QPT_XRC_RECV) ||
+	    !ah.is_global)
 		return;
 	for (uint32_t i = 0; i < d->dev.gid_cnt; i++)
 		if (!memcmp(d->dev.gids[i].gid, ah.grh.dgid.raw, 16))

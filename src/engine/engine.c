@@ -186,10 +186,15 @@ static void drop(struct sr_engine *e, enum sr_drop why)
 	sr_eng_count(&e->drops[why], 1);
 }
 
-/* Which transport an opcode belongs to must be the QP's (C9-xx). */
+/* Which transport an opcode belongs to must be the QP's (C9-xx).  XRC's
+ * two halves are two QPs (A14): requests go to an XRC_RECV QP, responses
+ * to the XRC_SEND QP that asked. */
 static bool opcode_fits(uint8_t opcode, uint32_t type)
 {
 	switch (opcode & 0xe0) {
+	case SR_TR_XRC:
+		return type == (sr_opcode_info[opcode].flags & SR_OPF_REQ ? IBV_QPT_XRC_RECV
+									  : IBV_QPT_XRC_SEND);
 	case SR_TR_RC:
 		return type == IBV_QPT_RC;
 	case SR_TR_UC:
@@ -250,7 +255,7 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 		sr_eng_resp_ud(e, qp, &p, sgid, dgid);
 		return;
 	}
-	/* RC/UC: only from the peer the QP is connected to, over the wire */
+	/* RC/UC/XRC: only from the peer the QP is connected to, over the wire */
 	if (!qp->wire || memcmp(qp->dgid, sgid, 16) || memcmp(qp->sgid, dgid, 16)) {
 		drop(e, SR_DROP_SRC);
 		return;

@@ -82,7 +82,7 @@ struct sr_eng_swqe {
 	uint8_t local_err; /* enum ibv_wc_status: failed before it was sent */
 };
 
-/* The engine's view of one QP (RC, UC or UD with a remote peer). */
+/* The engine's view of one QP (RC, UC, XRC or UD with a remote peer). */
 struct sr_eng_qp {
 	uint32_t qpn;
 	uint32_t gen; /* sr_qp_shm.wire_gen this state belongs to */
@@ -128,6 +128,7 @@ struct sr_eng_qp {
 	uint64_t cur_off; /* bytes of it placed */
 	uint64_t wr_va;	  /* WRITE: target address of the next byte */
 	uint32_t wr_rkey, wr_left;
+	uint32_t wr_srqn; /* XRC: the SRQ the WRITE named (its PD checks the key) */
 	bool have_ticket;
 	struct sr_recv_ticket ticket;
 	struct {
@@ -189,7 +190,7 @@ void sr_eng_flush_tx(struct sr_engine *e);
 void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
 		   const uint8_t *dgid, uint16_t sport);
 
-/* req.c: the requester and completer of RC and UC */
+/* req.c: the requester and completer of RC, UC and XRC_SEND */
 void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
 void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		    const struct sr_pkt *p);

@@ -1,6 +1,6 @@
 /*
- * The RoCEv2 requester and completer of RC and UC (IBTA 9.7.4 / 9.7.5.2,
- * 9.8.x): send WQEs become packets of at most the path MTU with
+ * The RoCEv2 requester and completer of RC, UC and XRC (IBTA 9.7.4 /
+ * 9.7.5.2, 9.8.x, annex A14): send WQEs become packets of at most the path MTU with
  * consecutive PSNs (a READ request reserves one PSN per response packet),
  * within a window of SR_ENG_WINDOW unacknowledged PSNs and the QP's
  * max_rd_atomic outstanding READs and atomics (a fenced WQE waits for
@@ -14,7 +14,9 @@
  * for ever) or the local ACK timeout (4.096 us x 2^timeout, retry_cnt
  * times; timeout 0 = never) rewinds the requester to the first PSN not
  * acknowledged; a gap in READ responses re-requests the rest of the READ at
- * once.  UC completes a WQE when its last packet is sent.
+ * once.  UC completes a WQE when its last packet is sent.  An XRC_SEND QP
+ * is RC with XRC opcodes: every request packet carries the WQE's SRQ
+ * number in its XRCETH, and the answers come back as XRC responses.
  */
 #include <string.h>
 
@@ -197,9 +199,17 @@ static enum ibv_wc_status gather(struct sr_engine *e, struct sr_qp_shm *qp,
 	return sge_pieces(e, qp, w, off, len, 0, iov, niov) ? IBV_WC_SUCCESS : IBV_WC_LOC_PROT_ERR;
 }
 
+/* The transport bits of the QP's request opcodes. */
+static uint8_t transport_of(const struct sr_qp_shm *qp)
+{
+	return qp->type == IBV_QPT_UC	      ? SR_TR_UC
+	       : qp->type == IBV_QPT_XRC_SEND ? SR_TR_XRC
+					      : SR_TR_RC;
+}
+
 static uint8_t data_opcode(const struct sr_qp_shm *qp, uint8_t wr_op, bool first, bool last)
 {
-	uint8_t tr = qp->type == IBV_QPT_UC ? SR_TR_UC : SR_TR_RC;
+	uint8_t tr = transport_of(qp);
 	bool write = wr_op == IBV_WR_RDMA_WRITE || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM;
 	bool imm = wr_op == IBV_WR_SEND_WITH_IMM || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM;
 	bool inv = wr_op == IBV_WR_SEND_WITH_INV;
@@ -231,13 +241,18 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	unsigned hl = SR_BTH_LEN, niov = 0;
 	uint32_t len = 0;
 	bool first = q->soff == 0, last, ackreq;
-	uint8_t op;
+	uint8_t op, tr = transport_of(qp);
 
+	/* A14: an XRC request names its SRQ at the responder, first of all */
+	if (tr == SR_TR_XRC) {
+		sr_xrceth_put(h + hl, w->xrc_srqn);
+		hl += SR_XRCETH_LEN;
+	}
 	if (w->opcode == IBV_WR_RDMA_READ) {
 		/* one READ request for the rest of the chunk at soff (read_chunk) */
 		uint64_t end = read_chunk_end(qp, w, q->soff);
 
-		op = SR_TR_RC | SR_IB_READ_REQUEST;
+		op = tr | SR_IB_READ_REQUEST;
 		sr_reth_put(h + hl, w->remote_addr + q->soff, w->rkey, (uint32_t)(end - q->soff));
 		hl += SR_RETH_LEN;
 		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true,
@@ -250,7 +265,7 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		   w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 		bool cas = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
 
-		op = SR_TR_RC | (cas ? SR_IB_CMP_SWAP : SR_IB_FETCH_ADD);
+		op = tr | (cas ? SR_IB_CMP_SWAP : SR_IB_FETCH_ADD);
 		/* CmpSwap: swap data, then compare data (9.5.x) */
 		sr_atometh_put(h + hl, w->remote_addr, w->rkey, cas ? w->swap : w->compare_add,
 			       cas ? w->compare_add : 0);
@@ -280,7 +295,7 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		if (ackreq)
 			q->since_ack = 0;
 		sr_bth_put(h, op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
-			   qp->dest_qpn, ackreq && qp->type == IBV_QPT_RC, q->npsn);
+			   qp->dest_qpn, ackreq && qp->type != IBV_QPT_UC, q->npsn);
 		q->npsn = sr_psn_add(q->npsn, 1);
 	}
 	sr_eng_send(e, qp, qp->sgid, qp->dgid, q->sock, q->sport, h, hl, iov, niov, len);
@@ -783,7 +798,7 @@ void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 {
 	uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
 
-	if (qp->type != IBV_QPT_RC || !q->req_init ||
+	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_SEND) || !q->req_init ||
 	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD && state != IBV_QPS_SQE)) {
 		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;

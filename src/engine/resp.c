@@ -9,6 +9,11 @@
  * batch for the newest PSN that asked (AckReq), at once for NAKs, READ
  * responses and atomic acknowledgements.  UC never answers; UD checks the
  * Q_Key and hands the GRH built from the IP header to the receive.
+ *
+ * An XRC_RECV QP (annex A14) answers as RC, with XRC response opcodes; each
+ * request names in its XRCETH the SRQ it is for, which the executor's code
+ * takes the receive WQE from and checks keys against (an SRQ number that
+ * is no XRC SRQ of the QP's domain: invalid request NAK, as on one host).
  */
 #include <string.h>
 
@@ -21,6 +26,18 @@
 static bool can_receive(uint32_t s)
 {
 	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
+}
+
+/* Reliable: acknowledges, NAKs, RNR (RC and XRC's target half). */
+static bool reliable(const struct sr_qp_shm *qp)
+{
+	return qp->type == IBV_QPT_RC || qp->type == IBV_QPT_XRC_RECV;
+}
+
+/* The transport bits of the QP's responses: XRC answers with XRC opcodes. */
+static uint8_t resp_tr(const struct sr_qp_shm *qp)
+{
+	return qp->type == IBV_QPT_XRC_RECV ? SR_TR_XRC : SR_TR_RC;
 }
 
 /* ---- answers ---- */
@@ -46,7 +63,7 @@ static void send_nak(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		sr_eng_count(&e->cnt[SR_ENG_RNR_TX], 1);
 	else
 		sr_eng_count(&e->cnt[SR_ENG_NAK_TX], 1);
-	send_aeth(e, qp, q, SR_TR_RC | SR_IB_ACK, psn, syndrome, NULL, 0, NULL, 0, 0);
+	send_aeth(e, qp, q, resp_tr(qp) | SR_IB_ACK, psn, syndrome, NULL, 0, NULL, 0, 0);
 }
 
 static void ack_later(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
@@ -78,7 +95,7 @@ void sr_eng_resp_acks(struct sr_engine *e)
 		if (!q->ack_due || !sr_eng_qp_is(e, qp, q))
 			continue;
 		q->ack_due = false;
-		send_aeth(e, qp, q, SR_TR_RC | SR_IB_ACK, sr_psn_add(q->epsn, SR_PSN_MASK),
+		send_aeth(e, qp, q, resp_tr(qp) | SR_IB_ACK, sr_psn_add(q->epsn, SR_PSN_MASK),
 			  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, NULL, 0, NULL, 0, 0);
 	}
 }
@@ -103,7 +120,7 @@ static void fail(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		 const struct sr_pkt *p, enum ibv_wc_status st)
 {
 	q->cur_op = 0xff;
-	if (qp->type != IBV_QPT_RC)
+	if (!reliable(qp))
 		return;
 	send_nak(e, qp, q, p->bth.psn, nak_of(st));
 	sr_resp_to_error(e->ctx, qp);
@@ -132,12 +149,12 @@ static void read_respond(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 		if (op == SR_IB_READ_RESP_MIDDLE) {
 			uint8_t h[SR_BTH_LEN];
 
-			sr_bth_put(h, SR_TR_RC | op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, false,
-				   sr_psn_add(psn, i));
+			sr_bth_put(h, resp_tr(qp) | op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn,
+				   false, sr_psn_add(psn, i));
 			sr_eng_send(e, qp, qp->sgid, qp->dgid, q->sock, q->sport, h, SR_BTH_LEN,
 				    &iov, 1, chunk);
 		} else {
-			send_aeth(e, qp, q, SR_TR_RC | op, sr_psn_add(psn, i),
+			send_aeth(e, qp, q, resp_tr(qp) | op, sr_psn_add(psn, i),
 				  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, NULL, 0, &iov,
 				  chunk ? 1 : 0, chunk);
 		}
@@ -156,7 +173,8 @@ static void do_read(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 {
 	void *src = NULL;
 
-	if (!sr_resp_rkey(e->ctx, qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_READ, &src)) {
+	if (!sr_resp_rkey(e->ctx, qp, p->xrc_srqn, p->rkey, p->va, p->dma_len,
+			  IBV_ACCESS_REMOTE_READ, &src)) {
 		if (!dup)
 			fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
 		return;
@@ -176,8 +194,8 @@ static void atomic_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_
 	uint8_t v[SR_ATOMACKETH_LEN];
 
 	sr_put_be64(v, orig);
-	send_aeth(e, qp, q, SR_TR_RC | SR_IB_ATOMIC_ACK, psn, SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT,
-		  v, sizeof(v), NULL, 0, 0);
+	send_aeth(e, qp, q, resp_tr(qp) | SR_IB_ATOMIC_ACK, psn,
+		  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, v, sizeof(v), NULL, 0, 0);
 }
 
 static void do_atomic(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
@@ -199,10 +217,11 @@ static void do_atomic(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	/* CmpSwap: swap_add is the swap value, compare the compare; FetchAdd:
 	 * swap_add is the addend (9.5.x) */
 	if (wop == IBV_WR_ATOMIC_CMP_AND_SWP)
-		st =
-		    sr_resp_atomic(e->ctx, qp, wop, p->va, p->rkey, p->compare, p->swap_add, &orig);
+		st = sr_resp_atomic(e->ctx, qp, p->xrc_srqn, wop, p->va, p->rkey, p->compare,
+				    p->swap_add, &orig);
 	else
-		st = sr_resp_atomic(e->ctx, qp, wop, p->va, p->rkey, p->swap_add, 0, &orig);
+		st = sr_resp_atomic(e->ctx, qp, p->xrc_srqn, wop, p->va, p->rkey, p->swap_add, 0,
+				    &orig);
 	if (st != IBV_WC_SUCCESS) {
 		fail(e, qp, q, p, st);
 		return;
@@ -249,17 +268,22 @@ static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		   const struct sr_pkt *p)
 {
 	bool first = p->op->flags & SR_OPF_FIRST, last = p->op->flags & SR_OPF_LAST;
-	bool rc = qp->type == IBV_QPT_RC;
+	bool rc = reliable(qp);
 	enum ibv_wc_status st;
+	int r;
 
 	if (first && last && !q->have_ticket) {
-		/* one packet: exactly the same-host delivery */
+		/* one packet: exactly the same-host delivery (the sender's type:
+		 * an XRC target's peer is an XRC_SEND QP) */
 		struct sr_send_wqe w = {.opcode = wr_opcode_of(p),
 					.flags = (p->bth.flags & SR_BTH_SE) ? SR_WQE_SOLICITED : 0,
 					.imm_or_inv =
-					    (p->op->flags & SR_OPF_IETH) ? p->inv_rkey : p->imm_be};
-		int r = sr_resp_deliver(e->ctx, qp, qp->type, qp->dest_qpn, &w, p->payload,
-					p->paylen, NULL, &st);
+					    (p->op->flags & SR_OPF_IETH) ? p->inv_rkey : p->imm_be,
+					.xrc_srqn = p->xrc_srqn};
+
+		r = sr_resp_deliver(e->ctx, qp,
+				    qp->type == IBV_QPT_XRC_RECV ? IBV_QPT_XRC_SEND : qp->type,
+				    qp->dest_qpn, &w, p->payload, p->paylen, NULL, &st);
 
 		if (r == -EAGAIN)
 			return -EAGAIN;
@@ -270,8 +294,13 @@ static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		return 0;
 	}
 	if (first && !q->have_ticket) {
-		q->ticket.srqn = 0;
-		if (sr_resp_recv_take(e->ctx, qp, rc, &q->ticket))
+		q->ticket.srqn = p->xrc_srqn;
+		r = sr_resp_recv_take(e->ctx, qp, rc, &q->ticket);
+		if (r == -EINVAL) {
+			fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR); /* A14: no SRQ of the domain */
+			return 0;
+		}
+		if (r)
 			return rc ? -EAGAIN : (sr_eng_count(&e->drops[SR_DROP_NOBUF], 1), 0);
 		q->have_ticket = true;
 	}
@@ -304,16 +333,22 @@ static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		    const struct sr_pkt *p)
 {
 	bool first = p->op->flags & SR_OPF_FIRST, last = p->op->flags & SR_OPF_LAST;
-	bool rc = qp->type == IBV_QPT_RC;
+	bool rc = reliable(qp);
 	void *dst = NULL;
+	int r;
 
 	if (first) {
 		q->wr_va = p->va;
 		q->wr_rkey = p->rkey;
 		q->wr_left = p->dma_len;
+		q->wr_srqn = p->xrc_srqn;
 		q->cur_off = 0;
-		if (!sr_resp_rkey(e->ctx, qp, p->rkey, p->va, p->dma_len, IBV_ACCESS_REMOTE_WRITE,
-				  &dst)) {
+		if (!sr_resp_xrc_ok(e->ctx, qp, q->wr_srqn)) {
+			fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR); /* A14: no SRQ of the domain */
+			return 0;
+		}
+		if (!sr_resp_rkey(e->ctx, qp, q->wr_srqn, p->rkey, p->va, p->dma_len,
+				  IBV_ACCESS_REMOTE_WRITE, &dst)) {
 			fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
 			return 0;
 		}
@@ -324,13 +359,18 @@ static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	}
 	/* the immediate needs a receive WQE: find out before writing (RNR) */
 	if (last && (p->op->flags & SR_OPF_IMMDT) && !q->have_ticket) {
-		q->ticket.srqn = 0;
-		if (sr_resp_recv_take(e->ctx, qp, rc, &q->ticket))
+		q->ticket.srqn = q->wr_srqn;
+		r = sr_resp_recv_take(e->ctx, qp, rc, &q->ticket);
+		if (r == -EINVAL) {
+			fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR);
+			return 0;
+		}
+		if (r)
 			return rc ? -EAGAIN : (sr_eng_count(&e->drops[SR_DROP_NOBUF], 1), 0);
 		q->have_ticket = true;
 	}
 	if (p->paylen) {
-		if (!sr_resp_rkey(e->ctx, qp, q->wr_rkey, q->wr_va, p->paylen,
+		if (!sr_resp_rkey(e->ctx, qp, q->wr_srqn, q->wr_rkey, q->wr_va, p->paylen,
 				  IBV_ACCESS_REMOTE_WRITE, &dst)) {
 			fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
 			return 0;
@@ -405,8 +445,8 @@ static void place_ahead(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 	    q->cur_op == 0xff || !(sr_opcode_info[q->cur_op].flags & SR_OPF_WRITE) ||
 	    p->paylen != mtu || off + mtu >= q->wr_left || placed(q, p->bth.psn))
 		return;
-	if (!sr_resp_rkey(e->ctx, qp, q->wr_rkey, q->wr_va + off, mtu, IBV_ACCESS_REMOTE_WRITE,
-			  &dst))
+	if (!sr_resp_rkey(e->ctx, qp, q->wr_srqn, q->wr_rkey, q->wr_va + off, mtu,
+			  IBV_ACCESS_REMOTE_WRITE, &dst))
 		return; /* the in-order pass reports it */
 	memcpy(dst, p->payload, mtu);
 	q->ooo[b / 64] |= 1ull << (b % 64);
@@ -438,7 +478,7 @@ static void take_placed(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		    const struct sr_pkt *p, const uint8_t *sgid, const uint8_t *dgid)
 {
-	bool rc = qp->type == IBV_QPT_RC;
+	bool rc = reliable(qp);
 	uint32_t f = p->op->flags;
 	int32_t d;
 	int r = 0;

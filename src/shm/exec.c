@@ -406,7 +406,10 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 		rw = rq_wait(ctx->arena, &r);
 	if (!rw) {
 		if (rc) {
-			rq_note_waiter(&r, src_qpn);
+			/* a sender on another host is no QP here: its engine
+			 * retries after the RNR NAK's timer */
+			if (!t->wire)
+				rq_note_waiter(&r, src_qpn);
 			res = X_STALL_RNR;
 		}
 		sr_shm_unlock(r.lock);
@@ -618,7 +621,7 @@ uint32_t sr_mcast_members(void *arena, const uint8_t *mgid, uint32_t *qpn)
 
 static pthread_mutex_t ud_sock_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static_assert(SR_UDTX_DATA >= SR_MAX_HDR_LEN + 4096, "a UD transmit slot holds an MTU");
+static_assert(SR_UDTX_DATA >= SR_UD_MAX_HDR_LEN + 4096, "a UD transmit slot holds an MTU");
 
 /*
  * While the engine's transmit taps are on (a fault rule, a capture), a UD
@@ -1297,21 +1300,27 @@ int sr_resp_deliver(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t sender
 	}
 }
 
-bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t rkey, uint64_t va,
-		  uint64_t len, uint32_t need, void **p)
+bool sr_resp_xrc_ok(struct sr_context *ctx, const struct sr_qp_shm *t, uint32_t xrc_srqn)
+{
+	return t->type != IBV_QPT_XRC_RECV || target_pd(ctx->arena, t, xrc_srqn) != 0;
+}
+
+bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn, uint32_t rkey,
+		  uint64_t va, uint64_t len, uint32_t need, void **p)
 {
 	if (!len) {
 		*p = NULL;
 		return true; /* C9-xx: a zero-length access checks no key */
 	}
-	return rkey_ok(ctx, t, t->pd, rkey, va, len, need, p);
+	return rkey_ok(ctx, t, target_pd(ctx->arena, t, xrc_srqn), rkey, va, len, need, p);
 }
 
-enum ibv_wc_status sr_resp_atomic(struct sr_context *ctx, struct sr_qp_shm *t, uint8_t wr_opcode,
-				  uint64_t va, uint32_t rkey, uint64_t compare_add, uint64_t swap,
-				  uint64_t *orig)
+enum ibv_wc_status sr_resp_atomic(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn,
+				  uint8_t wr_opcode, uint64_t va, uint32_t rkey,
+				  uint64_t compare_add, uint64_t swap, uint64_t *orig)
 {
-	return atomic_at(ctx, t, t->pd, wr_opcode, va, rkey, compare_add, swap, orig);
+	return atomic_at(ctx, t, target_pd(ctx->arena, t, xrc_srqn), wr_opcode, va, rkey,
+			 compare_add, swap, orig);
 }
 
 int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,

@@ -433,9 +433,13 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 		for (struct sr_list *l = ctx->qps.next; l != &ctx->qps; l = l->next) {
 			struct sr_qp *q = container_of(l, struct sr_qp, link);
 
-			/* an XRC SRQ is fed by every XRC_RECV QP of its domain */
+			/* an XRC SRQ is fed by every XRC_RECV QP of its domain; a
+			 * wire QP's peer is on another host (its engine retries
+			 * after the RNR timer), its dest_qpn no QP of ours */
 			if (s->xrcd ? q->shm->type != IBV_QPT_XRC_RECV || q->shm->xrcd != s->xrcd
 				    : q->qpx.qp_base.srq != ibsrq || q->shm->type != IBV_QPT_RC)
+				continue;
+			if (q->shm->wire)
 				continue;
 			if (n == cap) {
 				uint32_t *more = malloc(2 * cap * sizeof(*more));

@@ -31,16 +31,23 @@ int sr_resp_deliver(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t sender
  * into qpn); 0 if none. */
 uint32_t sr_mcast_members(void *arena, const uint8_t *mgid, uint32_t *qpn);
 
+/* `xrc_srqn` below: for an XRC_RECV QP, the SRQ the request names (its
+ * XRCETH), whose PD the keys must be of (A14); ignored for other QPs. */
+
+/* False if t is an XRC_RECV QP and xrc_srqn no XRC SRQ of its domain: the
+ * request is invalid (an RDMA WRITE is NAKed so before it writes). */
+bool sr_resp_xrc_ok(struct sr_context *ctx, const struct sr_qp_shm *t, uint32_t xrc_srqn);
+
 /* RDMA WRITE / READ target range: true and *p if the responder QP and the
  * rkey allow `need` on [va, va + len). */
-bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t rkey, uint64_t va,
-		  uint64_t len, uint32_t need, void **p);
+bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn, uint32_t rkey,
+		  uint64_t va, uint64_t len, uint32_t need, void **p);
 
 /* An atomic at the responder (wr_opcode: IBV_WR_ATOMIC_*): SUCCESS and the
  * original value, or the requester's error status. */
-enum ibv_wc_status sr_resp_atomic(struct sr_context *ctx, struct sr_qp_shm *t, uint8_t wr_opcode,
-				  uint64_t va, uint32_t rkey, uint64_t compare_add, uint64_t swap,
-				  uint64_t *orig);
+enum ibv_wc_status sr_resp_atomic(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn,
+				  uint8_t wr_opcode, uint64_t va, uint32_t rkey,
+				  uint64_t compare_add, uint64_t swap, uint64_t *orig);
 
 /* A receive WQE taken for a message of several packets. */
 struct sr_recv_ticket {
@@ -54,7 +61,8 @@ struct sr_recv_ticket {
 };
 
 /* Takes the next receive WQE (RC raises the RNR handshake flag when there
- * is none); -EAGAIN if there is none. */
+ * is none); -EAGAIN if there is none, -EINVAL if tk->srqn is no XRC SRQ of
+ * the XRC_RECV QP's domain (an invalid request). */
 int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
 		      struct sr_recv_ticket *tk);
 /* Scatters `len` payload bytes at message offset `off`: SUCCESS,

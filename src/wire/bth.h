@@ -7,6 +7,8 @@
  *
  * A RoCEv2 packet is the payload of a UDP datagram to port 4791:
  *   BTH (12) | extension headers | payload | pad (0-3) | ICRC (4)
+ * An XRC request (annex A14) carries its XRCETH first, right after the
+ * BTH, then the RC request's own headers (RETH, ImmDt, IETH, AtomicETH).
  * The IP header plays the part of the GRH, so there is no LRH or GRH.
  */
 #ifndef SR_WIRE_BTH_H
@@ -26,12 +28,15 @@
 #define SR_IMMDT_LEN	  4
 #define SR_IETH_LEN	  4
 #define SR_DETH_LEN	  8
+#define SR_XRCETH_LEN	  4
 #ifndef SR_ICRC_LEN
 #define SR_ICRC_LEN 4 /* also in icrc.h */
 #endif
-/* the largest header stack: BTH + RETH + ImmDt (WRITE_ONLY_IMM), or BTH +
- * AtomicETH, or BTH + DETH + ImmDt */
-#define SR_MAX_HDR_LEN 40
+/* the largest header stack: BTH + XRCETH + AtomicETH (XRC CmpSwap), before
+ * BTH + XRCETH + RETH + ImmDt (XRC WRITE_ONLY_IMM) */
+#define SR_MAX_HDR_LEN 44
+/* a UD datagram's: BTH + DETH + ImmDt (the arena's UD transmit slots) */
+#define SR_UD_MAX_HDR_LEN (SR_BTH_LEN + SR_DETH_LEN + SR_IMMDT_LEN)
 
 #define SR_PSN_MASK	0xffffffu
 #define SR_QPN_MASK	0xffffffu
@@ -44,6 +49,7 @@ enum sr_transport {
 	SR_TR_UC = 0x20,
 	SR_TR_RD = 0x40,
 	SR_TR_UD = 0x60,
+	SR_TR_XRC = 0xa0, /* annex A14: the RC operations, requests with an XRCETH */
 };
 
 enum sr_ib_op {
@@ -92,6 +98,7 @@ enum sr_opflag {
 	SR_OPF_READ = 1 << 15, /* READ request or response */
 	SR_OPF_ATOMIC = 1 << 16,
 	SR_OPF_ACK = 1 << 17,
+	SR_OPF_XRCETH = 1 << 18, /* XRC request: XRCETH right after the BTH */
 };
 
 struct sr_opcode_info {
@@ -99,6 +106,7 @@ struct sr_opcode_info {
 	uint32_t flags;	 /* enum sr_opflag */
 	uint8_t hdr_len; /* BTH and every extension header */
 	uint8_t reth_off, aeth_off, atom_off, immdt_off, ieth_off, deth_off;
+	uint8_t xrceth_off;
 };
 
 extern const struct sr_opcode_info sr_opcode_info[256];
@@ -221,6 +229,12 @@ static inline void sr_atometh_put(uint8_t *p, uint64_t va, uint32_t rkey, uint64
 	sr_put_be64(p + 20, compare);
 }
 
+/* XRCETH (A14): 8 reserved bits, the 24-bit XRC SRQ number */
+static inline void sr_xrceth_put(uint8_t *p, uint32_t srqn)
+{
+	sr_put_be32(p, srqn & SR_QPN_MASK);
+}
+
 static inline void sr_deth_put(uint8_t *p, uint32_t qkey, uint32_t src_qpn)
 {
 	sr_put_be32(p, qkey);
@@ -253,6 +267,8 @@ struct sr_pkt {
 	/* DETH */
 	uint32_t qkey;
 	uint32_t src_qpn;
+	/* XRCETH: the XRC SRQ the request is for */
+	uint32_t xrc_srqn;
 	/* payload, without pad and ICRC */
 	const uint8_t *payload;
 	uint32_t paylen;

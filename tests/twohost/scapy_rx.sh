@@ -6,6 +6,8 @@
 # a packet with scapy's ICRC for a QPN that does not exist is dropped as
 # "qpn" (so its ICRC passed), the same packet with one payload bit flipped
 # as "icrc", one cut short as "short", an opcode no transport defines as
+# "opcode".  XRC (annex A14) the same way: a SEND_ONLY with its XRCETH is
+# "qpn", one too short to hold the XRCETH "short", 0xb5 (no XRC opcode)
 # "opcode".
 set -u
 here=$(dirname "$0")
@@ -31,9 +33,13 @@ def roce(opcode, payload):
 good = roce(0x04, b"x" * 64)      # RC SEND_ONLY
 bad = bytearray(good); bad[20] ^= 1
 odd = roce(0x1f, b"")             # no such RC opcode
-for b in (good, bytes(bad), good[:10], odd):
+xrc = roce(0xa4, bytes.fromhex("00000005") + b"y" * 32)  # XRC SEND_ONLY: XRCETH, payload
+xrc_short = roce(0xa4, b"")       # BTH and ICRC: no room for the XRCETH
+xrc_odd = roce(0xb5, bytes.fromhex("00000005"))  # no such XRC opcode
+pkts = (good, bytes(bad), good[:10], odd, xrc, xrc_short, xrc_odd)
+for b in pkts:
     s.sendto(b, (dst, 4791))
-print("sent 4 packets from port", sport, "ICRC", good[-4:].hex())
+print("sent", len(pkts), "packets from port", sport, "ICRC", good[-4:].hex())
 PY
 drops() { on_a "$NN_SR" status | tr ' ' '\n' | awk -v k="drop_$1" 'p { print; exit } $0 == k { p = 1 }'; }
 q0=$(drops qpn) i0=$(drops icrc) s0=$(drops short) o0=$(drops opcode)
@@ -42,9 +48,9 @@ sleep 0.5
 on_a "$NN_SR" status | grep 'roce v2'
 ok=1
 check() { if [ "$2" = "$3" ]; then echo "ok: $1"; else echo "FAIL: $1: got $2, want $3"; ok=0; fi; }
-check "scapy's ICRC accepted, unknown QPN dropped as qpn" $(($(drops qpn) - q0)) 1
+check "scapy's ICRC accepted, unknown QPN dropped as qpn (RC and XRC)" $(($(drops qpn) - q0)) 2
 check "one bit flipped: dropped as icrc" $(($(drops icrc) - i0)) 1
-check "10 bytes: dropped as short" $(($(drops short) - s0)) 1
-check "opcode 0x1f: dropped as opcode" $(($(drops opcode) - o0)) 1
+check "10 bytes, and XRC without its XRCETH: dropped as short" $(($(drops short) - s0)) 2
+check "opcodes 0x1f and 0xb5: dropped as opcode" $(($(drops opcode) - o0)) 2
 [ $ok = 1 ] && echo PASS
 [ $ok = 1 ]

@@ -1,7 +1,8 @@
 /*
  * Random RoCEv2 packets (see roce_pkt.h).  The layout table is ours, from
- * the IBTA's header tables; header order after the BTH is DETH, RETH,
- * AtomicETH, AETH, AtomicAckETH, ImmDt, IETH (vol. 1 9.2, figure 118).
+ * the IBTA's header tables; header order after the BTH is XRCETH (annex
+ * A14: XRC requests), DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH
+ * (vol. 1 9.2, figure 118).
  */
 #include <string.h>
 
@@ -18,6 +19,7 @@ enum {
 	X_PAY = 1 << 7,	   /* carries payload */
 	X_FULL = 1 << 8,   /* FIRST/MIDDLE: payload is whole MTUs, no pad */
 	X_CNP = 1 << 9,	   /* 16 reserved bytes */
+	X_XRC = 1 << 10,   /* 4: reserved, XRC SRQ number */
 };
 
 static const struct {
@@ -64,6 +66,31 @@ static const struct {
     /* UD */
     {0x64, X_DETH | X_PAY},	    /* SEND_ONLY */
     {0x65, X_DETH | X_IMM | X_PAY}, /* SEND_ONLY_WITH_IMMEDIATE */
+    /* XRC (annex A14): the RC operations; requests with an XRCETH, the
+     * responses (0xad..0xb2) as RC's */
+    {0xa0, X_XRC | X_PAY | X_FULL},
+    {0xa1, X_XRC | X_PAY | X_FULL},
+    {0xa2, X_XRC | X_PAY},
+    {0xa3, X_XRC | X_IMM | X_PAY},
+    {0xa4, X_XRC | X_PAY},
+    {0xa5, X_XRC | X_IMM | X_PAY},
+    {0xa6, X_XRC | X_RETH | X_PAY | X_FULL},
+    {0xa7, X_XRC | X_PAY | X_FULL},
+    {0xa8, X_XRC | X_PAY},
+    {0xa9, X_XRC | X_IMM | X_PAY},
+    {0xaa, X_XRC | X_RETH | X_PAY},
+    {0xab, X_XRC | X_RETH | X_IMM | X_PAY},
+    {0xac, X_XRC | X_RETH},
+    {0xad, X_AETH | X_PAY | X_FULL},
+    {0xae, X_PAY | X_FULL},
+    {0xaf, X_AETH | X_PAY},
+    {0xb0, X_AETH | X_PAY},
+    {0xb1, X_AETH},
+    {0xb2, X_AETH | X_AACK},
+    {0xb3, X_XRC | X_ATOMIC},
+    {0xb4, X_XRC | X_ATOMIC},
+    {0xb6, X_XRC | X_IETH | X_PAY},
+    {0xb7, X_XRC | X_IETH | X_PAY},
     /* Congestion notification */
     {0x81, X_CNP},
 };
@@ -135,6 +162,8 @@ size_t roce_pkt_make(uint8_t *buf, size_t max_pay, uint64_t *rng, struct roce_pk
 	put32(p + 8, (uint32_t)(roce_rand(rng) & 0x80000000u) | pkt->psn); /* AckReq */
 	p += 12;
 
+	if (x & X_XRC)
+		p = put32(p, (uint32_t)roce_rand(rng) & 0xffffff);
 	if (x & X_DETH) {
 		p = put32(p, roce_rand(rng) & 1 ? 0x80010000u : (uint32_t)roce_rand(rng));
 		p = put32(p, (uint32_t)roce_rand(rng) & 0xffffff);

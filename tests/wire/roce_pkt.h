@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROCE_PKT_HDR_MAX 40 /* BTH + RETH + ImmDt, BTH + AtomicETH */
+#define ROCE_PKT_HDR_MAX 44 /* BTH + XRCETH + AtomicETH */
 
 struct roce_pkt {
 	uint8_t opcode;
@@ -28,7 +28,7 @@ uint64_t roce_rand(uint64_t *state);
 void roce_rand_gid(uint64_t *rng, uint8_t gid[16], int v4);
 
 /*
- * Writes one random packet (a random opcode of RC, UC, UD or CNP with its
+ * Writes one random packet (a random opcode of RC, UC, UD, XRC or CNP with its
  * headers, up to max_pay payload bytes) into buf, which must hold
  * ROCE_PKT_HDR_MAX + max_pay + 3 bytes; returns its length (pkt->len).
  */
