@@ -1,6 +1,7 @@
 /*
  * Payload copy: every byte the same-host data path moves between two
- * registered buffers goes through sr_copy().
+ * registered buffers goes through sr_copy(), and every byte the RoCEv2
+ * engine stores into one (a WRITE's payload, a READ response).
  *
  * A copy whose source and destination together fit in this core's L1d is
  * glibc's memcpy.  Above that, the copy is done in pieces, and when a thread

@@ -20,6 +20,7 @@
  */
 #include <string.h>
 
+#include "core/copy.h"
 #include "core/shmlock.h"
 #include "engine/engine.h"
 #include "shm/exec.h"
@@ -745,7 +746,7 @@ static void on_read_resp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 		return;
 	}
 	for (unsigned i = 0; i < niov; i++) {
-		memcpy(iov[i].iov_base, src, iov[i].iov_len);
+		sr_copy(iov[i].iov_base, src, iov[i].iov_len); /* the tail once, last */
 		src += iov[i].iov_len;
 	}
 	sw->resp_off += p->paylen;

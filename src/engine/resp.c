@@ -17,6 +17,7 @@
  */
 #include <string.h>
 
+#include "core/copy.h"
 #include "engine/engine.h"
 #include "wire/grh.h"
 #include "shm/exec.h"
@@ -375,7 +376,9 @@ static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
 			return 0;
 		}
-		memcpy(dst, p->payload, p->paylen);
+		/* each byte stored once, the last ones last, as a NIC's DMA:
+		 * a peer polling the final byte may write it right after */
+		sr_copy(dst, p->payload, p->paylen);
 	}
 	q->wr_va += p->paylen;
 	q->wr_left -= p->paylen;
@@ -448,7 +451,7 @@ static void place_ahead(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 	if (!sr_resp_rkey(e->ctx, qp, q->wr_srqn, q->wr_rkey, q->wr_va + off, mtu,
 			  IBV_ACCESS_REMOTE_WRITE, &dst))
 		return; /* the in-order pass reports it */
-	memcpy(dst, p->payload, mtu);
+	sr_copy(dst, p->payload, mtu);
 	q->ooo[b / 64] |= 1ull << (b % 64);
 	q->ooo_n++;
 	sr_eng_count(&e->cnt[SR_ENG_OOO_PLACED], 1);
