@@ -426,7 +426,9 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 		op = IBV_WC_RECV_RDMA_WITH_IMM;
 		break;
 	case IBV_WR_SEND_WITH_INV:
-		if (!invalidate_key(ctx, w->imm_or_inv, t->pd)) {
+		/* A14: an XRC_RECV QP has no PD; its SRQ's is the responder's */
+		if (!invalidate_key(ctx, w->imm_or_inv,
+				    t->type == IBV_QPT_XRC_RECV ? r.pd : t->pd)) {
 			rst = IBV_WC_LOC_PROT_ERR;
 			*req_status = IBV_WC_REM_INV_REQ_ERR;
 			goto fail;
@@ -1401,7 +1403,8 @@ enum ibv_wc_status sr_resp_recv_finish(struct sr_context *ctx, struct sr_qp_shm 
 			op = IBV_WC_RECV_RDMA_WITH_IMM;
 			break;
 		case IBV_WR_SEND_WITH_INV:
-			if (!invalidate_key(ctx, imm_or_inv, t->pd)) {
+			if (!invalidate_key(ctx, imm_or_inv,
+					    t->type == IBV_QPT_XRC_RECV ? tk->pd : t->pd)) {
 				st = IBV_WC_LOC_PROT_ERR;
 				break;
 			}

@@ -33,7 +33,8 @@ static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 	case IBV_WR_BIND_MW:
 	case IBV_WR_LOCAL_INV:
 	case IBV_WR_SEND_WITH_INV:
-		return t == IBV_QPT_RC || t == IBV_QPT_UC;
+		/* A14: XRC has them too, as mlx5 posts them */
+		return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_XRC_SEND;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:

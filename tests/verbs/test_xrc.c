@@ -454,12 +454,93 @@ static void test_xrc_send_srqn(void)
 	CHECK_RET(ibv_close_device(ctx), 0);
 }
 
+/* SEND with invalidate to an XRC_RECV QP (A14): the window must be of the
+ * SRQ's PD (an XRC_RECV QP has none); it is invalidated, and the receive
+ * completes WITH_INV naming the key. */
+static void test_xrc_send_inv(void)
+{
+	struct ibv_context *ctx = ctx_open();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *rcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_xrcd *x = xrcd_open(ctx, -1, 0);
+	static char buf[8192];
+	struct ibv_mr *mr =
+	    ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	struct ibv_sge rsge = {.addr = (uintptr_t)buf + 4096, .length = 4096};
+	struct ibv_recv_wr rwr = {.wr_id = 43, .sg_list = &rsge, .num_sge = 1}, *rbad;
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = 16};
+	struct ibv_send_wr wr, *bad;
+	struct ibv_srq *srq;
+	uint32_t srqn, rkey;
+	struct xpair p;
+	struct ibv_wc wc;
+
+	REQUIRE(pd && rcq && x && mr && mw);
+	rsge.lkey = sge.lkey = mr->lkey;
+	srq = xsrq_new(ctx, pd, x, rcq);
+	REQUIRE(srq && !ibv_get_srq_num(srq, &srqn));
+	xpair_open(ctx, pd, x, &p);
+	/* bind the window on the initiator (same PD) */
+	rkey = ibv_inc_rkey(mw->rkey);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 1;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)buf;
+	wr.bind_mw.bind_info.length = 4096;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	CHECK_RET(ibv_post_send(p.ini, &wr, &bad), 0);
+	CHECK_EQ(poll_one(p.scq, &wc), 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.opcode, IBV_WC_BIND_MW);
+
+	CHECK_RET(ibv_post_srq_recv(srq, &rwr, &rbad), 0);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 2;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND_WITH_INV;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.invalidate_rkey = rkey;
+	wr.qp_type.xrc.remote_srqn = srqn;
+	CHECK_RET(ibv_post_send(p.ini, &wr, &bad), 0);
+	CHECK_EQ(poll_one(p.scq, &wc), 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(poll_one(rcq, &wc), 1);
+	CHECK_EQ(wc.status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc.wr_id, 43);
+	CHECK(wc.wc_flags & IBV_WC_WITH_INV);
+	CHECK_EQ(wc.invalidated_rkey, rkey);
+	CHECK_EQ(wc.qp_num, p.tgt->qp_num);
+
+	/* invalidated: a second SEND with invalidate of it is refused */
+	CHECK_RET(ibv_post_srq_recv(srq, &rwr, &rbad), 0);
+	wr.wr_id = 3;
+	CHECK_RET(ibv_post_send(p.ini, &wr, &bad), 0);
+	CHECK_EQ(poll_one(p.scq, &wc), 1);
+	CHECK_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR);
+	xpair_close(&p);
+
+	CHECK_RET(ibv_destroy_srq(srq), 0);
+	CHECK_RET(ibv_dealloc_mw(mw), 0);
+	CHECK_RET(ibv_close_xrcd(x), 0);
+	CHECK_RET(ibv_dereg_mr(mr), 0);
+	CHECK_RET(ibv_destroy_cq(rcq), 0);
+	CHECK_RET(ibv_dealloc_pd(pd), 0);
+	CHECK_RET(ibv_close_device(ctx), 0);
+}
+
 /* clang-format off */
 static const struct sr_test_case tests[] = {
 	SR_TEST(xrc_domain_flags)
 	SR_TEST(xrc_domain_shared)
 	SR_TEST(xrc_close_busy)
 	SR_TEST(xrc_send_srqn)
+	SR_TEST(xrc_send_inv)
 };
 /* clang-format on */
 
