@@ -73,7 +73,7 @@ int rdma_init_qp_attr(struct rdma_cm_id *cid, struct ibv_qp_attr *a, int *mask)
 		a->ah_attr.sl = id->tos >> 5;
 		a->ah_attr.port_num = cid->port_num ? cid->port_num : 1;
 		*mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-		if (cid->qp_type == IBV_QPT_RC) {
+		if (cm_qpt_connected(cid->qp_type)) {
 			a->max_dest_rd_atomic = id->resp_res;
 			a->min_rnr_timer = 0; /* 655 ms, as the kernel's CM leaves it */
 			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -86,7 +86,7 @@ int rdma_init_qp_attr(struct rdma_cm_id *cid, struct ibv_qp_attr *a, int *mask)
 		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 		if (cid->qp_type == IBV_QPT_UD)
 			return 0;
-		if (cid->qp_type == IBV_QPT_RC) {
+		if (cm_qpt_connected(cid->qp_type)) {
 			a->timeout = id->ack_timeout;
 			a->retry_cnt = id->retry > 7 ? 7 : id->retry;
 			a->rnr_retry = id->rnr_retry > 7 ? 7 : id->rnr_retry;

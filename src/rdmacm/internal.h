@@ -65,9 +65,17 @@ struct cm_event {
 };
 
 /* link.c: the device, the daemon connection, the id table */
+/* RC and the two halves of XRC: a connection's QP with RC's attributes
+ * (the kernel strips those an XRC half does not take) */
+static inline bool cm_qpt_connected(enum ibv_qp_type t)
+{
+	return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
+}
+
 struct cm_global {
 	struct ibv_context *verbs;
-	struct ibv_pd *pd; /* the device's default PD (id->pd) */
+	struct ibv_pd *pd;     /* the device's default PD (id->pd) */
+	struct ibv_xrcd *xrcd; /* the device's XRC domain, made when first needed */
 	struct sr_dev_info dev;
 	struct ibv_device_attr attr;
 };

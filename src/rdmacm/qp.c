@@ -7,6 +7,8 @@
  * rdma_destroy_ep, which wrap a synchronous id around all of it.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +84,25 @@ static int qp_initial_state(struct cm_id *id)
 	return ret;
 }
 
+/* The XRC domain librdmacm opens for the device when an XRC_RECV QP or an
+ * XRC SRQ names none, as rdma-core's does (one per device, never shared
+ * through a file). */
+static struct ibv_xrcd *default_xrcd(void)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct ibv_xrcd_init_attr a = {
+	    .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+	    .fd = -1,
+	    .oflags = O_CREAT,
+	};
+
+	pthread_mutex_lock(&lock);
+	if (!cm_g.xrcd)
+		cm_g.xrcd = ibv_open_xrcd(cm_g.verbs, &a);
+	pthread_mutex_unlock(&lock);
+	return cm_g.xrcd;
+}
+
 int rdma_create_qp_ex(struct rdma_cm_id *cid, struct ibv_qp_init_attr_ex *attr)
 {
 	struct cm_id *id = (struct cm_id *)cid;
@@ -92,15 +113,36 @@ int rdma_create_qp_ex(struct rdma_cm_id *cid, struct ibv_qp_init_attr_ex *attr)
 		return cm_err(EINVAL);
 	if (!cid->verbs)
 		return cm_err(EINVAL);
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		/* a target QP: an XRC domain, no PD, CQ or queue of its own */
+		if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd) {
+			attr->xrcd = default_xrcd();
+			if (!attr->xrcd)
+				return -1;
+			attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+		}
+		attr->comp_mask &= ~(uint32_t)IBV_QP_INIT_ATTR_PD;
+		attr->pd = NULL;
+		attr->send_cq = attr->recv_cq = NULL;
+		attr->srq = NULL;
+		memset(&attr->cap, 0, sizeof(attr->cap));
+		goto create;
+	}
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
 		attr->pd = cid->pd;
 		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
 	}
 	if (!attr->pd || attr->pd->context != cid->verbs)
 		return cm_err(EINVAL);
-	if ((!attr->send_cq || !attr->recv_cq) &&
+	if (attr->qp_type == IBV_QPT_XRC_SEND) {
+		/* an initiator QP: a send queue only */
+		attr->recv_cq = NULL;
+		attr->srq = NULL;
+		attr->cap.max_recv_wr = attr->cap.max_recv_sge = 0;
+	}
+	if ((!attr->send_cq || (!attr->recv_cq && attr->qp_type != IBV_QPT_XRC_SEND)) &&
 	    create_cqs(id, attr->cap.max_send_wr, attr->cap.max_recv_wr, !attr->send_cq,
-		       !attr->recv_cq))
+		       !attr->recv_cq && attr->qp_type != IBV_QPT_XRC_SEND))
 		return -1;
 	if (!attr->send_cq)
 		attr->send_cq = cid->send_cq;
@@ -110,8 +152,9 @@ int rdma_create_qp_ex(struct rdma_cm_id *cid, struct ibv_qp_init_attr_ex *attr)
 		attr->recv_cq = cid->recv_cq;
 	else if (!cid->recv_cq)
 		cid->recv_cq = attr->recv_cq;
-	if (!attr->srq && cid->srq)
+	if (!attr->srq && cid->srq && attr->qp_type != IBV_QPT_XRC_SEND)
 		attr->srq = cid->srq;
+create:
 	qp = ibv_create_qp_ex(cid->verbs, attr);
 	if (!qp) {
 		ret = errno;
@@ -177,6 +220,13 @@ int rdma_create_srq_ex(struct rdma_cm_id *cid, struct ibv_srq_init_attr_ex *attr
 	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE))
 		attr->srq_type = IBV_SRQT_BASIC;
 	attr->comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
+	if (attr->srq_type == IBV_SRQT_XRC &&
+	    (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd)) {
+		attr->xrcd = default_xrcd();
+		if (!attr->xrcd)
+			return -1;
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
+	}
 	if (attr->srq_type == IBV_SRQT_XRC && !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ)) {
 		struct cm_id *id = (struct cm_id *)cid;
 

@@ -99,7 +99,7 @@ int sr_cm_connect(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req 
 	m.responder_resources = c->responder_resources;
 	m.initiator_depth = c->initiator_depth;
 	m.remote_cm_timeout = SR_CM_RESPONSE_TIMEOUT;
-	m.transport = id->qp_type == IBV_QPT_UC ? 1 : 0;
+	m.transport = id->qp_type == IBV_QPT_UC ? 1 : id->qp_type == IBV_QPT_XRC_SEND ? 3 : 0;
 	m.flow_control = c->flow_control;
 	m.starting_psn = id->psn;
 	m.local_cm_timeout = SR_CM_RESPONSE_TIMEOUT;
