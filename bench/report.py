@@ -829,6 +829,48 @@ if pin_lines:
               "pinned:\n")
     md.extend(pin_lines)
     md.append("")
+# ------------------------------------------------- connection set-up
+cm_rows = []
+try:
+    with open(os.path.join(OUT, "cm_setup.txt")) as f:
+        cm_rows = [ln.split() for ln in f if len(ln.split()) == 5]
+except OSError:
+    pass
+if cm_rows:
+    md.append("## Connection set-up (issue #11)\n")
+    md.append("bench/cm_setup.sh: Debian's `cmtime -c 1000` (1,000 rdma_cm connections, each step started for all of "
+              "them at once and timed until the last is done) against the kernel's TCP doing 1,000 non-blocking "
+              "connects and then 1,000 shutdowns on the same path (bench/tcp_setup.c: connect = until every "
+              "socket is connected, disconnect = until every peer's FIN is back), on one host (127.0.0.1) and "
+              "across the veth between two namespaces, interleaved rounds, medians (min–max). A full rdma_cm "
+              "connect is resolve address + resolve route + connect (REQ/REP/RTU); creating the QPs is shown "
+              "apart (TCP has nothing like it).\n")
+    md.append("| path | cmtime resolve addr | resolve route | create QP | connect | full connect | disconnect "
+              "| TCP connect | TCP disconnect | full connect / TCP connect (target ≤ 5×) | 1,000 connects (target < 0.5 s) |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def cmv(path, tool, step):
+        return {int(r[0]): float(r[4]) for r in cm_rows if r[1] == path and r[2] == tool and r[3] == step}
+
+    def fmt(vals):
+        t = summ(list(vals))
+        return f"{t[0]:.0f} ms ({t[1]:.0f}–{t[2]:.0f})" if t else "–"
+
+    for path in ("onehost", "twohost"):
+        addr, route, qp = cmv(path, "cmtime", "addr"), cmv(path, "cmtime", "route"), cmv(path, "cmtime", "qp")
+        conn, disc = cmv(path, "cmtime", "connect"), cmv(path, "cmtime", "disconnect")
+        tconn, tdisc = cmv(path, "tcp", "connect"), cmv(path, "tcp", "disconnect")
+        if not conn:
+            continue
+        full = {r: addr[r] + route[r] + conn[r] for r in conn if r in addr and r in route}
+        ratio = [full[r] / tconn[r] for r in full if r in tconn and tconn[r] > 0]
+        rt = summ(ratio)
+        md.append(f"| {'one host' if path == 'onehost' else 'two hosts'} | {fmt(addr.values())} | "
+                  f"{fmt(route.values())} | {fmt(qp.values())} | {fmt(conn.values())} | {fmt(full.values())} | "
+                  f"{fmt(disc.values())} | {fmt(tconn.values())} | {fmt(tdisc.values())} | "
+                  f"{f'{rt[0]:.1f}× ({rt[1]:.1f}–{rt[2]:.1f})' if rt else '–'} | "
+                  f"{'met' if summ(list(conn.values()))[0] < 500 else 'missed'} (connect step) |")
+    md.append("")
 md.append("## Plots\n")
 for fn, what in pngs:
     md.append(f"![{what}]({fn})\n")

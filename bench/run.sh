@@ -552,6 +552,11 @@ if [ "$TWOHOST" = 1 ]; then
 	echo "wall time with the two-host section: $(($(date +%s) - T_START)) s" >>"$OUT/env.txt"
 fi
 
+# connection set-up: cmtime against TCP on one host and (root) two
+say "connection set-up (bench/cm_setup.sh) ..."
+"$ROOT/bench/cm_setup.sh" "$BUILD" "$OUT/cm_setup.txt" 3 1000 >>"$OUT/progress.log" 2>&1 ||
+	say "cm_setup.sh failed"
+
 say "writing report and plots ..."
 if /usr/bin/python3 "$ROOT/bench/report.py" "$OUT"; then
 	say "report: $OUT/report.md"

@@ -1,0 +1,102 @@
+#!/bin/bash
+# Connection set-up, side by side (issue #11): Debian's cmtime (N rdma_cm
+# connections: resolve address, resolve route, create QP, connect =
+# REQ/REP/RTU, disconnect = DREQ/DREP, each step all at once) against the
+# kernel's TCP doing the same N connects and closes on the same path
+# (bench/tcp_setup.c), on one host (127.0.0.1, a private softrdmad) and, as
+# root, across two network namespaces joined by a veth (tests/lib_netns.sh).
+# Rounds interleave the four measurements, the order flipping each round.
+#   bench/cm_setup.sh BUILD_DIR OUT_FILE [ROUNDS] [N]
+# OUT_FILE gets one line per measurement:
+#   ROUND PATH(onehost|twohost) TOOL(cmtime|tcp) STEP MS
+# with STEP one of addr, route, qp, connect, disconnect (tcp: connect,
+# disconnect only); a failed run writes STEP "fail".
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "$1" && pwd -P)
+OUTF=$2
+ROUNDS=${3:-3}
+N=${4:-1000}
+TCPS=$BUILD/bin/tcp_setup
+: >"$OUTF"
+ulimit -n 4096 2>/dev/null
+
+# cmtime_parse ROUND PATH FILE: its step lines (total ms) into OUT_FILE
+cmtime_parse() {
+	awk -v r="$1" -v p="$2" '
+	!/:/ { next } # "connecting", "disconnecting": progress, not figures
+	/^create qp/ { s = "qp" } /^resolve addr/ { s = "addr" } /^resolve route/ { s = "route" }
+	/^connect / { s = "connect" } /^disconnect / { s = "disconnect" }
+	s != "" { split($0, f, ":"); split(f[2], v, " "); print r, p, "cmtime", s, v[1]; ok = 1; s = "" }
+	END { if (!ok) print r, p, "cmtime", "fail", 0 }' "$3" >>"$OUTF"
+}
+tcp_parse() {
+	awk -v r="$1" -v p="$2" '/^(connect|disconnect): / { sub(":", "", $1); print r, p, "tcp", $1, $2; ok = 1 }
+	END { if (!ok) print r, p, "tcp", "fail", 0 }' "$3" >>"$OUTF"
+}
+port() { echo $((20000 + RANDOM % 20000)); }
+
+# ---- one host
+one_cmtime() {
+	local p log
+	p=$(port) log=$(mktemp)
+	sr_bg /dev/null timeout 120 "$SR" run -q -- cmtime -p "$p"
+	local spid=$SR_LAST_PID
+	for _ in $(seq 200); do "$SR" status | grep -q "LISTEN .*:$p " && break; sleep 0.02; done
+	timeout 120 "$SR" run -q -- cmtime -s 127.0.0.1 -p "$p" -c "$N" >"$log" 2>&1
+	kill "$spid" 2>/dev/null
+	wait "$spid" 2>/dev/null
+	cmtime_parse "$1" onehost "$log"
+	rm -f "$log"
+}
+one_tcp() {
+	local p log
+	p=$(port) log=$(mktemp)
+	"$TCPS" server "$p" "$N" &
+	local spid=$!
+	for _ in $(seq 200); do ss -ltnH "sport = :$p" | grep -q . && break; sleep 0.02; done
+	timeout 60 "$TCPS" client 127.0.0.1 "$p" "$N" >"$log" 2>&1
+	wait "$spid" 2>/dev/null
+	tcp_parse "$1" onehost "$log"
+	rm -f "$log"
+}
+(
+	source "$ROOT/tests/lib.sh"
+	sr_setup "$BUILD" || exit 1
+	trap 'sr_cleanup' EXIT
+	for r in $(seq 1 "$ROUNDS"); do
+		if [ $((r % 2)) = 1 ]; then one_cmtime "$r"; one_tcp "$r"; else one_tcp "$r"; one_cmtime "$r"; fi
+	done
+)
+
+# ---- two hosts (root)
+[ "$(id -u)" = 0 ] || exit 0
+two_cmtime() {
+	local p log
+	p=$(port) log=$(mktemp)
+	nn_bg a /dev/null timeout 120 "$NN_SR" run -q -- cmtime -p "$p"
+	for _ in $(seq 200); do on_a "$NN_SR" status | grep -q "LISTEN .*:$p " && break; sleep 0.02; done
+	on_b timeout 120 "$NN_SR" run -q -- cmtime -s "$(addr_a)" -p "$p" -c "$N" >"$log" 2>&1
+	kill "$NN_LAST_PID" 2>/dev/null
+	wait "$NN_LAST_PID" 2>/dev/null
+	cmtime_parse "$1" twohost "$log"
+	rm -f "$log"
+}
+two_tcp() {
+	local p log
+	p=$(port) log=$(mktemp)
+	nn_bg a /dev/null "$TCPS" server "$p" "$N"
+	nn_wait_port a "$p"
+	on_b timeout 60 "$TCPS" client "$(addr_a)" "$p" "$N" >"$log" 2>&1
+	wait "$NN_LAST_PID" 2>/dev/null
+	tcp_parse "$1" twohost "$log"
+	rm -f "$log"
+}
+(
+	source "$ROOT/tests/lib_netns.sh"
+	nn_setup "$BUILD" 1500 || exit 0
+	for r in $(seq 1 "$ROUNDS"); do
+		if [ $((r % 2)) = 1 ]; then two_cmtime "$r"; two_tcp "$r"; else two_tcp "$r"; two_cmtime "$r"; fi
+	done
+)
+exit 0
