@@ -34,7 +34,15 @@ tcp_parse() {
 	awk -v r="$1" -v p="$2" '/^(connect|disconnect): / { sub(":", "", $1); print r, p, "tcp", $1, $2; ok = 1 }
 	END { if (!ok) print r, p, "tcp", "fail", 0 }' "$3" >>"$OUTF"
 }
-port() { echo $((20000 + RANDOM % 20000)); }
+# a port no TCP socket of this namespace uses (TIME_WAIT included)
+port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 20000))
+		ss -tanH "( sport = :$p or dport = :$p )" | grep -q . || break
+	done
+	echo $p
+}
 
 # ---- one host
 one_cmtime() {

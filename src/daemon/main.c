@@ -135,8 +135,8 @@ int main(int argc, char **argv)
 	struct pollfd *pfd = NULL;
 	struct sr_client **who = NULL;
 	size_t cap = 0;
-	uint64_t idle_since, last_sweep = 0;
-	bool waiting = false, deferred;
+	uint64_t idle_since, last_sweep = 0, last_tick = 0;
+	bool waiting = false, tick_waiting = false, deferred;
 	struct rlimit rl;
 	const char *e, *fault;
 	int ret;
@@ -260,7 +260,14 @@ int main(int argc, char **argv)
 			if (c->deferred)
 				sr_client_retry(&d, c);
 		}
-		waiting = sr_daemon_tick(&d);
+		/* the tick walks every QP of every client: at most once a
+		 * millisecond (its deadlines have that grain), not after each
+		 * request, or 1,000 connections set up at once cost O(n^2) */
+		if (ret == 0 || sr_daemon_now_ms() != last_tick) {
+			last_tick = sr_daemon_now_ms();
+			tick_waiting = sr_daemon_tick(&d);
+		}
+		waiting = tick_waiting;
 		waiting |= sr_cm_tick(&d);
 		sr_heap_reap(&d, false);
 		if (sr_daemon_now_ms() - last_sweep >= 1000) {
