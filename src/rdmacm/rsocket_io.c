@@ -586,6 +586,45 @@ static ssize_t dg_io(int socket, const struct iovec *iov, int iovcnt, int flags,
 	return r < 0 ? rs_set_errno((int)-r) : r;
 }
 
+/*
+ * Posts total bytes from c as pieces (stream data into the peer's ring, or
+ * with io to raddr/rkey, riowrite), waiting for room unless nb.  Lock held.
+ * Returns the bytes posted; *e is the errno that stopped it, or 0.
+ */
+static size_t send_pieces(struct rs *rs, struct iov_cur *c, size_t total, bool nb, bool io,
+			  uint64_t raddr, uint32_t rkey, int *e)
+{
+	size_t sent = 0;
+
+	*e = 0;
+	while (sent < total) {
+		ssize_t n;
+
+		*e = send_state(rs);
+		if (*e && *e != EAGAIN)
+			break;
+		n = *e ? 0 : post_piece(rs, c, total - sent, io, raddr + sent, rkey);
+		if (n < 0) {
+			*e = errno;
+			break;
+		}
+		if (n > 0) {
+			sent += (size_t)n;
+			*e = 0;
+			continue;
+		}
+		if (rs_cq_progress(rs))
+			continue; /* completions or credit came: room again, maybe */
+		if (nb) {
+			*e = EAGAIN;
+			break;
+		}
+		rs_wait(rs, -1);
+		rs_cq_progress(rs);
+	}
+	return sent;
+}
+
 static ssize_t rs_sendv(int socket, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct iov_cur c = {iov, iovcnt, 0, 0};
@@ -601,31 +640,10 @@ static ssize_t rs_sendv(int socket, const struct iovec *iov, int iovcnt, int fla
 
 	if (!rs)
 		return -1;
-	while (sent < total || !total) {
-		ssize_t n;
-
-		rs_cq_progress(rs);
-		e = send_state(rs);
-		if (e && e != EAGAIN)
-			break;
-		if (!total)
-			break;
-		n = e ? 0 : post_piece(rs, &c, total - sent, false, 0, 0);
-		if (n < 0) {
-			e = errno;
-			break;
-		}
-		if (n > 0) {
-			sent += (size_t)n;
-			e = 0;
-			continue;
-		}
-		if (nb) {
-			e = EAGAIN;
-			break;
-		}
-		rs_wait(rs, -1);
-	}
+	rs_cq_progress(rs);
+	e = send_state(rs);
+	if (total && (!e || e == EAGAIN))
+		sent = send_pieces(rs, &c, total, nb, false, 0, 0, &e);
 	pthread_mutex_unlock(&rs->lock);
 	rs_put(rs);
 	if (sent || (!e && !total))
@@ -974,31 +992,8 @@ size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int fla
 	wm = *found; /* the peer may remap while we wait */
 	if (count > w->len - ((uint64_t)offset - w->offset))
 		count = (size_t)(w->len - ((uint64_t)offset - w->offset));
-	while (sent < count) {
-		ssize_t n;
-
-		e = send_state(rs);
-		if (e && e != EAGAIN)
-			break;
-		n = e ? 0
-		      : post_piece(rs, &c, count - sent, true,
-				   w->addr + ((uint64_t)offset - w->offset) + sent, w->rkey);
-		if (n < 0) {
-			e = errno;
-			break;
-		}
-		if (n > 0) {
-			sent += (size_t)n;
-			e = 0;
-			continue;
-		}
-		if (nb) {
-			e = EAGAIN;
-			break;
-		}
-		rs_wait(rs, -1);
-		rs_cq_progress(rs);
-	}
+	sent = send_pieces(rs, &c, count, nb, true, w->addr + ((uint64_t)offset - w->offset),
+			   w->rkey, &e);
 out:
 	RS_DBG("rs %d: riowrite %zu at %lld: %zu errno %d", rs->fd, count, (long long)offset, sent,
 	       e);
