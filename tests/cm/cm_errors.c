@@ -1,7 +1,7 @@
 /*
  * The connection manager's error cases (issue #11), one per run:
  *   cm_errors no_listener | reject_private | peer_killed | private_limit |
- *             addr_error | destroy_blocks | nonblock
+ *             addr_error | destroy_blocks | nonblock | timewait_exit
  * Client and server are separate processes (the server is forked before
  * either touches librdmacm).  Each case prints what it saw and exits 0 when
  * the behaviour is rdma-core's (CM.md sections 1.1 and 2).
@@ -86,7 +86,7 @@ static int pick_port(void)
 
 /* A server process listening on port: on each request it runs `what`.
  * It tells the parent over `ready` when it listens. */
-enum server_mode { SERVE_REJECT, SERVE_ACCEPT_AND_HANG };
+enum server_mode { SERVE_REJECT, SERVE_ACCEPT_AND_HANG, SERVE_ACCEPT_AND_TIMEWAIT };
 
 static void server(int port, enum server_mode mode, int ready)
 {
@@ -127,6 +127,22 @@ static void server(int port, enum server_mode mode, int ready)
 		rdma_ack_cm_event(ev);
 		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
 		CHECK(write(ready, &c, 1) == 1);
+		if (mode == SERVE_ACCEPT_AND_TIMEWAIT) {
+			double t0;
+
+			/* the client disconnects: DISCONNECTED, our answer (DREP),
+			 * then timewait and its end */
+			rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
+			CHECK(rdma_disconnect(id) == 0);
+			t0 = now();
+			rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_TIMEWAIT_EXIT));
+			printf("server: TIMEWAIT_EXIT %.3f s after its rdma_disconnect\n",
+			       now() - t0);
+			CHECK(now() - t0 > 0.2 && now() - t0 < 3.0);
+			rdma_destroy_qp(id);
+			rdma_destroy_id(id);
+			exit(0);
+		}
 		for (;;)
 			pause(); /* until SIGKILLed */
 	}
@@ -242,6 +258,38 @@ static int peer_killed(void)
 	printf("survivor QP state %d after rdma_disconnect\n", qa.qp_state);
 	CHECK(qa.qp_state == IBV_QPS_ERR);
 	reap(pid);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+/* After a disconnect both sides get TIMEWAIT_EXIT once the id has waited
+ * out timewait (the kernel's CM: its AV timeout, 0.5 s for RoCE): from then
+ * on the QP may be reused. */
+static int timewait_exit(void)
+{
+	int port = pick_port(), rd;
+	pid_t pid = start_server(port, SERVE_ACCEPT_AND_TIMEWAIT, &rd);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1};
+	struct rdma_cm_id *id;
+	double t0, t;
+	char c;
+
+	CHECK(ch);
+	id = client_id(ch, port);
+	CHECK(rdma_connect(id, &p) == 0);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
+	CHECK(read(rd, &c, 1) == 1);
+	t0 = now();
+	CHECK(rdma_disconnect(id) == 0);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_TIMEWAIT_EXIT));
+	t = now() - t0;
+	printf("client: TIMEWAIT_EXIT %.3f s after its rdma_disconnect\n", t);
+	CHECK(t > 0.2 && t < 3.0);
+	CHECK(reap(pid) == 0);
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
@@ -369,7 +417,7 @@ int main(int argc, char **argv)
 	    {"no_listener", no_listener}, {"reject_private", reject_private},
 	    {"peer_killed", peer_killed}, {"private_limit", private_limit},
 	    {"addr_error", addr_error},	  {"destroy_blocks", destroy_blocks},
-	    {"nonblock", nonblock},
+	    {"nonblock", nonblock},	  {"timewait_exit", timewait_exit},
 	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -32,6 +32,10 @@
  * retries, as the kernel's CMA; an MRA's service timeout extends a wait */
 #define SR_CM_RESPONSE_TIMEOUT 20
 #define SR_CM_MAX_RETRIES      15
+/* How long a disconnected id stays in timewait before TIMEWAIT_EXIT: the
+ * kernel's CM waits its AV's timeout, the packet life time RoCE gets from
+ * rdma_cm (16) plus one: 4.096 us << 17, 0.5 s */
+#define SR_CM_TIMEWAIT_TIMEOUT 17
 
 enum sr_cm_state {
 	SR_CM_IDLE,

@@ -41,6 +41,15 @@ static uint32_t conv_ms(uint8_t t)
 	return 1u << (t > 8 ? t - 8 : 0); /* IBTA: 4.096 us << t, as the kernel rounds it */
 }
 
+/* A connection's end (DREQ and DREP, or a DREQ that went unanswered): the
+ * id waits out timewait, then the application gets TIMEWAIT_EXIT (the QP
+ * may be reused), as from the kernel's CM. */
+static void enter_timewait(struct sr_daemon *d, struct sr_cm_id *id)
+{
+	id->state = SR_CM_TIMEWAIT;
+	sr_cm_timer_set(d, id, conv_ms(SR_CM_TIMEWAIT_TIMEOUT), 0);
+}
+
 static void conn_event(struct sr_cm_event *ev, const struct sr_cm_msg *m)
 {
 	/* the receiver's view: the peer's initiator depth bounds our
@@ -288,7 +297,7 @@ int sr_cm_disconnect(struct sr_daemon *d, struct sr_cm_id *id)
 		return 0;
 	case SR_CM_DREQ_RCVD:
 		send_drep(d, id->sgid, id->dgid, id->comm_id, id->remote_comm_id);
-		id->state = SR_CM_TIMEWAIT;
+		enter_timewait(d, id);
 		return 0;
 	case SR_CM_DREQ_SENT:
 	case SR_CM_TIMEWAIT:
@@ -596,9 +605,8 @@ static void recv_dreq(struct sr_daemon *d, struct sr_cm_id *id, const uint8_t sg
 		sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_DISCONNECTED, 0));
 		return;
 	case SR_CM_DREQ_SENT: /* crossing DREQs: each side answers the other's */
-		sr_cm_timer_set(d, id, 0, 0);
 		send_drep(d, id->sgid, id->dgid, id->comm_id, id->remote_comm_id);
-		id->state = SR_CM_TIMEWAIT;
+		enter_timewait(d, id);
 		sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_DISCONNECTED, 0));
 		return;
 	case SR_CM_DREQ_RCVD:
@@ -683,8 +691,7 @@ void sr_cm_recv(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t dgid[
 		if (!id)
 			sr_cm_linger_done(d, m.remote_comm_id);
 		if (id && id->state == SR_CM_DREQ_SENT) {
-			sr_cm_timer_set(d, id, 0, 0);
-			id->state = SR_CM_TIMEWAIT;
+			enter_timewait(d, id);
 			sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_DISCONNECTED, 0));
 		}
 		break;
@@ -709,8 +716,11 @@ void sr_cm_timeout(struct sr_daemon *d, struct sr_cm_id *id)
 		sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT));
 		break;
 	case SR_CM_DREQ_SENT:
-		id->state = SR_CM_TIMEWAIT;
+		enter_timewait(d, id);
 		sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT));
+		break;
+	case SR_CM_TIMEWAIT: /* timewait over (enter_timewait) */
+		sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0));
 		break;
 	default:
 		break;
