@@ -94,6 +94,20 @@ struct rs *rs_get(int fd)
 	return rs;
 }
 
+struct rs *rs_next(int *fd)
+{
+	struct rs *rs = NULL;
+
+	pthread_mutex_lock(&tab_lock);
+	for (; *fd < tab_len && !rs; (*fd)++) {
+		rs = tab[*fd];
+		if (rs)
+			rs->refs++;
+	}
+	pthread_mutex_unlock(&tab_lock);
+	return rs;
+}
+
 static void rs_destroy(struct rs *rs)
 {
 	struct rs_pending *p;
@@ -814,6 +828,8 @@ int rsetsockopt(int socket, int level, int optname, const void *optval, socklen_
 			break;
 		case SO_KEEPALIVE:
 			rs->keepalive = !!v;
+			if (rs->keepalive)
+				rs_keepalive_start();
 			break;
 		case SO_OOBINLINE:
 			rs->oobinline = !!v;

@@ -100,7 +100,12 @@ struct rs {
 	uint32_t rbuf_size, sbuf_size;
 	int reuseaddr, reuseport, nodelay, keepalive, keepidle, keepcnt, keepintvl, maxseg,
 	    oobinline;
-	int afonly; /* -1: not set */
+	/* keepalive (rsocket_keepalive.c): work requests posted so far, and what
+	 * the keepalive thread saw of them and when */
+	uint64_t tx_count, ka_seen;
+	long long ka_since_ns;
+	bool ka_probed; /* a probe went since the last real send */
+	int afonly;	/* -1: not set */
 	struct linger linger;
 	/* listening */
 	struct rs_pending *pend_head, *pend_tail;
@@ -164,6 +169,9 @@ bool rs_cq_progress(struct rs *rs);
  * Lock held (dropped while waiting). */
 void rs_send_fin(struct rs *rs, int timeout_ms);
 int rs_post_ctrl(struct rs *rs, uint32_t imm);
+/* A zero-length RDMA WRITE to the peer's ring (no receive WQE taken): 0,
+ * or -1 when the send queue is full.  Lock held. */
+int rs_post_probe(struct rs *rs);
 int rs_io_setup(struct rs *rs);
 void rs_io_teardown(struct rs *rs);
 void rs_fill_hello(struct rs *rs, struct rs_hello *h);
@@ -189,5 +197,11 @@ int rs_dgram_connect(struct rs *rs, const struct sockaddr *to, socklen_t tolen);
 /* Blocks until rs may have changed (a completion or CM event) or timeout_ms
  * passes (-1: for ever).  Lock held on entry and return, dropped inside. */
 void rs_wait(struct rs *rs, int timeout_ms);
+/* rsocket.c: the next rsocket at a socket number >= *fd, with a reference
+ * (rs_put), *fd moved past it; NULL at the end. */
+struct rs *rs_next(int *fd);
+
+/* rsocket_keepalive.c: starts the keepalive thread (once per process). */
+void rs_keepalive_start(void);
 
 #endif

@@ -192,6 +192,7 @@ static int post_write(struct rs *rs, const void *laddr, uint32_t len, bool inl, 
 		return -1;
 	}
 	rs->sq_used++;
+	rs->tx_count++;
 	if (with_imm && rs->peer_rq_credit != UINT32_MAX)
 		rs->peer_rq_credit--;
 	return 0;
@@ -203,6 +204,13 @@ int rs_post_ctrl(struct rs *rs, uint32_t imm)
 	if (!rs->qp || rs->sq_used >= rs->sq_max || !rs->peer_rq_credit)
 		return -1;
 	return post_write(rs, NULL, 0, false, rs->peer_rbuf, rs->peer_rkey, true, imm, 0);
+}
+
+int rs_post_probe(struct rs *rs)
+{
+	if (!rs->qp || rs->sq_used >= rs->sq_max)
+		return -1;
+	return post_write(rs, NULL, 0, false, rs->peer_rbuf, rs->peer_rkey, false, 0, 0);
 }
 
 static void iomap_announce(struct rs *rs, int slot)
@@ -340,9 +348,13 @@ bool rs_cq_progress(struct rs *rs)
 				RS_DBG("rs %d: completion %s (wr_id %llx, vendor %u)", rs->fd,
 				       ibv_wc_status_str(wc[i].status),
 				       (unsigned long long)wc[i].wr_id, wc[i].vendor_err);
+				/* retries run out: the peer is gone, as a TCP
+				 * socket's ETIMEDOUT */
 				if (!rs->fatal)
-					rs->fatal =
-					    wc[i].status == IBV_WC_WR_FLUSH_ERR ? ECONNRESET : EIO;
+					rs->fatal = wc[i].status == IBV_WC_WR_FLUSH_ERR ? ECONNRESET
+						    : wc[i].status == IBV_WC_RETRY_EXC_ERR
+							? ETIMEDOUT
+							: EIO;
 				continue;
 			}
 			if (recv) {
