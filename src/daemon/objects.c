@@ -1334,7 +1334,15 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 		qp->wire = 0;
 	else if (next == IBV_QPS_RTR && (mask & IBV_QP_AV))
 		wire_route(d, qp);
-	atomic_fetch_add_explicit(&qp->wire_gen, 1, memory_order_release);
+	/* The engine starts this QP's transport state over (PSNs, the
+	 * responder's expected PSN and duplicate detection) only for a new
+	 * connection: a reset, or a new peer or PSN at RTR.  Not for RTR->RTS
+	 * (the requester takes sq_psn when it first sends) nor for attribute
+	 * changes in RTS (libfabric sets min_rnr_timer after ESTABLISHED):
+	 * starting over then took the expected PSN back to rq_psn, and a
+	 * retransmitted SEND already delivered was delivered again. */
+	if (next == IBV_QPS_RESET || (mask & (IBV_QP_AV | IBV_QP_RQ_PSN | IBV_QP_DEST_QPN)))
+		atomic_fetch_add_explicit(&qp->wire_gen, 1, memory_order_release);
 	atomic_store_explicit(&qp->state, next, memory_order_release);
 	sr_shm_unlock(&qp->rq.prod_lock);
 	sr_shm_unlock(&qp->rq_lock);

@@ -152,6 +152,54 @@ void test_progress_peer_not_ready(void)
 	peer_not_ready(0);
 }
 
+/*
+ * An attribute change in RTS (libfabric's verbs provider sets
+ * min_rnr_timer once connected) keeps the connection's PSNs: across hosts
+ * the engine started the QP over on every modify, so the next SEND went
+ * out with the first one's PSN, the peer took it for a duplicate and
+ * acknowledged it, and it was never delivered (and a retransmission the
+ * responder had already delivered was delivered again).
+ */
+void test_progress_rts_modify_keeps_psns(void)
+{
+	struct ibv_qp_attr a = {.min_rnr_timer = 12};
+	struct ag_piece pc;
+	struct ibv_wc wc[2];
+	struct ag_rep rep;
+	struct ag_qp aq;
+	uint32_t apsn, lpsn;
+	struct ibv_qp *qp;
+	struct penv e;
+
+	penv_setup(&e, 76);
+	pc = (struct ag_piece){e.ar.h[0], 64, 0};
+	qp = half_pair(&e, &aq, &apsn, &lpsn);
+	agent_ready_async(&e, &aq, qp, apsn, lpsn, 1);
+	agent_ready_replies(&e);
+	post_send64(qp, &e.src, 1);
+	REQUIRE_EQ(vpoll(e.cq, wc, 1, 3000), 1);
+	CHECK_WC(wc[0], IBV_WC_SUCCESS, IBV_WC_SEND, 1, qp->qp_num);
+	REQUIRE_EQ(ag_poll(&e.ag, e.acq, wc, 1, 3000), 1);
+	CHECK_WC(wc[0], IBV_WC_SUCCESS, IBV_WC_RECV, 1, aq.qpn);
+
+	CHECK_EQ(ibv_modify_qp(qp, &a, IBV_QP_MIN_RNR_TIMER), 0);
+	{
+		struct ag_req rq = {.op = AG_POST_RECV, .len = sizeof(pc), .a = {aq.h, 0, 2, 1}};
+
+		ag_send(&e.ag, &rq, &pc);
+		CHECK_EQ(ag_reply(&e.ag, &rep, NULL, 0), 0);
+		CHECK_EQ(rep.a[0], 0);
+	}
+	post_send64(qp, &e.src, 2);
+	REQUIRE_EQ(vpoll(e.cq, wc, 1, 3000), 1);
+	CHECK_WC(wc[0], IBV_WC_SUCCESS, IBV_WC_SEND, 2, qp->qp_num);
+	/* delivered, once */
+	CHECK_EQ(ag_poll(&e.ag, e.acq, wc, 2, 1000), 1);
+	CHECK_WC(wc[0], IBV_WC_SUCCESS, IBV_WC_RECV, 2, aq.qpn);
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	penv_teardown(&e);
+}
+
 void test_progress_peer_not_ready_blocked(void)
 {
 	peer_not_ready(1);

@@ -39,6 +39,7 @@
 	X(comp_channel_fd, 60)                                                                     \
 	X(cq_overflow, 60)                                                                         \
 	X(progress_peer_not_ready, 60)                                                             \
+	X(progress_rts_modify_keeps_psns, 60)                                                      \
 	X(progress_peer_not_ready_blocked, 60)                                                     \
 	X(progress_rnr_blocked, 60)                                                                \
 	X(progress_rnr_handoff, 60)                                                                \
