@@ -3,9 +3,10 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 # libopenmpi-dev, libmpich-dev: the compiler wrappers for the MPI test
-# program (tests/ecosystem/mpi), built once for each MPI
+# program (tests/ecosystem/mpi), built once for each MPI; libfabric-dev:
+# our libfabric program (tests/ecosystem/fi_xhost.c)
 DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev zlib1g-dev \
-	libopenmpi-dev libmpich-dev
+	libopenmpi-dev libmpich-dev libfabric-dev
 DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace ucx-utils \
 	python3-scapy tshark ethtool socat netcat-openbsd openmpi-bin mpich libfabric-bin
 # the control-socket fuzzer (tests/fuzz): clang and its libFuzzer runtime
