@@ -26,7 +26,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-#define MAX_MSG (64 * 1024)
+#define MAX_MSG	 (64 * 1024)
 #define NAME_LEN 256
 
 #define TRY(call)                                                                                  \
@@ -143,7 +143,8 @@ static void open_ep(struct fi_info *info)
 	       info->domain_attr->name);
 	fflush(stdout);
 	buf = aligned_alloc(4096, 2 * (MAX_MSG + NAME_LEN) + 4096);
-	TRY(fi_mr_reg(domain, buf, 2 * (MAX_MSG + NAME_LEN), FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL));
+	TRY(fi_mr_reg(domain, buf, 2 * (MAX_MSG + NAME_LEN), FI_SEND | FI_RECV, 0, 0, 0, &mr,
+		      NULL));
 }
 
 static void expect_event(uint32_t want, struct fi_eq_cm_entry *entry)
@@ -161,7 +162,8 @@ static int check(size_t len, unsigned iter, int from_server)
 {
 	for (size_t i = 0; i < len; i++)
 		if (buf[i] != pat(i, iter, from_server)) {
-			fprintf(stderr, "fi_xhost: iteration %u, %zu bytes: byte %zu is %#x, not %#x\n",
+			fprintf(stderr,
+				"fi_xhost: iteration %u, %zu bytes: byte %zu is %#x, not %#x\n",
 				iter, len, i, buf[i], pat(i, iter, from_server));
 			return 1;
 		}
@@ -187,8 +189,9 @@ int main(int argc, char **argv)
 	uint64_t bytes = 0;
 
 	if (!server && !client) {
-		fprintf(stderr, "usage: fi_xhost server PROV msg|rdm ADDR PORT ITERS\n"
-				"       fi_xhost client PROV msg|rdm SERVER_ADDR PORT ITERS MY_ADDR\n");
+		fprintf(stderr,
+			"usage: fi_xhost server PROV msg|rdm ADDR PORT ITERS\n"
+			"       fi_xhost client PROV msg|rdm SERVER_ADDR PORT ITERS MY_ADDR\n");
 		return 2;
 	}
 	iters = (unsigned)atoi(argv[6]);
