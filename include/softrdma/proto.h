@@ -203,7 +203,11 @@ struct sr_cm_conn {
 	uint32_t qp_num, qkey;
 };
 
-#define SR_CM_ADDR_LEN 28 /* a sockaddr_in6; AF_IB is not carried */
+/* A sockaddr_in6.  The daemon works in IP addresses: librdmacm turns an
+ * AF_IB address (a GID, which on RoCE is an IP address) into one, and
+ * says so with SR_CM_AF_IB (src/rdmacm/afib.c). */
+#define SR_CM_ADDR_LEN 28
+#define SR_CM_AF_IB    1u /* sr_req.u.cm.flags, sr_cm_info.flags */
 
 /* What the daemon knows of an id's addresses and path. */
 struct sr_cm_info {
@@ -212,7 +216,7 @@ struct sr_cm_info {
 	uint32_t port_num; /* 0: not bound to the device yet */
 	uint32_t events;   /* DESTROY_ID: events of the id delivered by GET_EVENT */
 	uint32_t state;
-	uint32_t pad;
+	uint32_t flags; /* SR_CM_AF_IB: the id speaks AF_IB (no IP CM header) */
 };
 
 /* One event, as GET_EVENT hands it over. */
@@ -323,6 +327,11 @@ struct sr_req {
 			uint32_t option, value;
 			uint32_t private_len;
 			struct sr_cm_conn conn;
+			/* BIND, RESOLVE_ADDR with SR_CM_AF_IB: ps is the port
+			 * space of the address's service ID, sid the
+			 * destination's service ID as the REQ carries it */
+			uint32_t flags;
+			uint64_t sid;
 			uint8_t src[SR_CM_ADDR_LEN], dst[SR_CM_ADDR_LEN];
 			uint8_t private_data[224];
 		} cm;

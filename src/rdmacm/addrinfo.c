@@ -5,7 +5,11 @@
  * otherwise ai_dst_addr (plus a copy of hints->ai_src_addr), the QP type
  * and port space from the hints or else from the socket type.  There is no
  * ibacm here, so ai_route and ai_connect stay empty, as rdma-core's are
- * without it.  AF_IB (RAI_FAMILY with AF_IB) is refused with EAI_FAMILY.
+ * without it.  RAI_FAMILY with AF_IB and RAI_NUMERICHOST reads the node as
+ * a GID ("::ffff:10.0.0.1", "fe80::1"; an IPv4 numeric address is taken as
+ * its IPv4-mapped GID) and gives a sockaddr_ib whose service ID is the
+ * port in the port space (afib.c); without RAI_NUMERICHOST, AF_IB asks
+ * for no family in particular, as rdma-core does.
  * With neither node nor service, rdma-core builds the result from the hints
  * alone (their flags, family, QP type, port space, source and destination
  * addresses): libfabric's verbs provider asks so for the address it already
@@ -55,6 +59,21 @@ static int from_hints(const struct rdma_addrinfo *hints, struct rdma_addrinfo **
 	return 0;
 }
 
+/* A GID asked for: AF_IB with a numeric node (rdma-core's condition). */
+static bool want_ib(const struct rdma_addrinfo *hints)
+{
+	return hints && hints->ai_flags & RAI_FAMILY && hints->ai_family == AF_IB &&
+	       hints->ai_flags & RAI_NUMERICHOST;
+}
+
+static int ib_result(struct rdma_addrinfo *r, const struct sockaddr *ip)
+{
+	r->ai_family = AF_IB;
+	if (r->ai_flags & RAI_PASSIVE)
+		return cm_ip_to_ib_ai(ip, r->ai_port_space, &r->ai_src_addr, &r->ai_src_len);
+	return cm_ip_to_ib_ai(ip, r->ai_port_space, &r->ai_dst_addr, &r->ai_dst_len);
+}
+
 int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 		     struct rdma_addrinfo **res)
 {
@@ -72,8 +91,6 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 		return from_hints(hints, res);
 	memset(&gh, 0, sizeof(gh));
 	if (hints) {
-		if (hints->ai_flags & RAI_FAMILY && hints->ai_family == AF_IB)
-			return EAI_FAMILY;
 		gh.ai_flags = (hints->ai_flags & RAI_PASSIVE ? AI_PASSIVE : 0) |
 			      (hints->ai_flags & RAI_NUMERICHOST ? AI_NUMERICHOST : 0);
 		gh.ai_family = hints->ai_family == AF_IB ? AF_UNSPEC : hints->ai_family;
@@ -100,7 +117,9 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 	r->ai_port_space = hints && hints->ai_port_space     ? hints->ai_port_space
 			   : gres->ai_socktype == SOCK_DGRAM ? RDMA_PS_UDP
 							     : RDMA_PS_TCP;
-	if (r->ai_flags & RAI_PASSIVE)
+	if (want_ib(hints))
+		ret = ib_result(r, gres->ai_addr);
+	else if (r->ai_flags & RAI_PASSIVE)
 		ret = copy_addr(&r->ai_src_addr, &r->ai_src_len, gres->ai_addr, gres->ai_addrlen);
 	else
 		ret = copy_addr(&r->ai_dst_addr, &r->ai_dst_len, gres->ai_addr, gres->ai_addrlen);

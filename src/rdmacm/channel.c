@@ -114,6 +114,8 @@ static struct cm_id *new_child(struct cm_id *l, const struct sr_cm_event_wire *w
 		return NULL;
 	c->tos = l->tos;
 	c->ack_timeout = l->ack_timeout;
+	c->af_ib = l->af_ib;
+	c->ib_ps = l->ib_ps;
 	c->remote_qpn = w->conn.qp_num;
 	c->remote_psn = w->remote_psn;
 	c->remote_qkey = w->conn.qkey;

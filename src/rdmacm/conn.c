@@ -220,7 +220,8 @@ int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 
 	if (!id)
 		return cm_err(EINVAL);
-	room = cid->qp_type == IBV_QPT_UD ? 216 - 36 : 92 - 36; /* less the IP CM header */
+	/* less the IP CM header, which AF_IB does not send */
+	room = (cid->qp_type == IBV_QPT_UD ? 216 : 92) - (id->af_ib ? 0 : 36);
 	if (p && (p->private_data_len > room || (p->private_data_len && !p->private_data)))
 		return cm_err(EINVAL);
 	if (!cid->qp && !p && cid->ps == RDMA_PS_TCP)

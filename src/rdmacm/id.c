@@ -5,6 +5,7 @@
  * (src/daemon/cm/cm_addr.c); each event brings the id's addresses and path
  * back here (cm_id_apply_info).
  */
+#include <endian.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <infiniband/ib.h>
@@ -68,6 +69,12 @@ void cm_id_apply_info(struct cm_id *id, const struct sr_cm_info *info)
 	memcpy(&fam, info->dst, sizeof(fam));
 	if (fam)
 		memcpy(&a->dst_addr, info->dst, cm_addr_len((struct sockaddr *)info->dst));
+	if (id->af_ib || info->flags & SR_CM_AF_IB) {
+		id->af_ib = true;
+		if (!id->ib_ps)
+			id->ib_ps = (uint16_t)id->id.ps;
+		cm_id_ib_addrs(id);
+	}
 	memcpy(a->addr.ibaddr.sgid.raw, info->sgid, 16);
 	memcpy(a->addr.ibaddr.dgid.raw, info->dgid, 16);
 	a->addr.ibaddr.pkey = 0xffff;
@@ -158,17 +165,32 @@ int rdma_destroy_id(struct rdma_cm_id *cid)
 
 static int put_addr(uint8_t raw[SR_CM_ADDR_LEN], const struct sockaddr *a)
 {
+	struct sockaddr_storage ip;
 	socklen_t len;
 
 	memset(raw, 0, SR_CM_ADDR_LEN);
 	if (!a)
 		return 0;
-	if (a->sa_family == AF_IB)
-		return -EAFNOSUPPORT; /* not on this device yet */
+	if (cm_addr_is_ib(a)) { /* the IP address its GID is */
+		cm_ib_to_ip((const struct sockaddr_ib *)a, &ip);
+		a = (const struct sockaddr *)&ip;
+	}
 	len = cm_addr_len(a);
 	if (!len || len > SR_CM_ADDR_LEN)
 		return -EAFNOSUPPORT;
 	memcpy(raw, a, len);
+	return 0;
+}
+
+/* An AF_IB source: the port space its service ID binds in. */
+static int ib_service(struct cm_id *id, struct sr_req *req, const struct sockaddr_ib *sib)
+{
+	int ps = cm_ib_bind_ps(id->id.ps, sib);
+
+	if (ps < 0)
+		return ps;
+	req->u.cm.flags |= SR_CM_AF_IB;
+	req->u.cm.ps = (uint32_t)ps;
 	return 0;
 }
 
@@ -183,17 +205,46 @@ int rdma_bind_addr(struct rdma_cm_id *cid, struct sockaddr *addr)
 		return cm_err(EINVAL);
 	cm_req_init(&req, SR_OP_CM_BIND, id->handle);
 	ret = put_addr(req.u.cm.src, addr);
+	if (!ret && cm_addr_is_ib(addr))
+		ret = ib_service(id, &req, (struct sockaddr_ib *)addr);
 	if (ret)
 		return cm_err(-ret);
 	ret = cm_request(&req, &rep, NULL, 0);
 	if (ret)
 		return cm_err(-ret);
+	if (cm_addr_is_ib(addr)) {
+		id->af_ib = true;
+		id->ib_ps = (uint16_t)req.u.cm.ps;
+	}
 	cm_id_apply_info(id, &rep.u.cm_info);
 	if (!rep.u.cm_info.port_num) { /* a wildcard: on no device (rdma-core) */
 		cid->verbs = NULL;
 		cid->pd = NULL;
 		cid->port_num = 0;
 	}
+	return 0;
+}
+
+/* AF_IB on both ends or on neither (an id bound to one family resolves
+ * only addresses of that family); the service ID the REQ will carry. */
+static int ib_resolve(struct cm_id *id, struct sr_req *req, const struct sockaddr *src,
+		      const struct sockaddr *dst)
+{
+	bool ib = cm_addr_is_ib(dst);
+	int ret;
+
+	if ((src && src->sa_family && cm_addr_is_ib(src) != ib) ||
+	    ((id->info.src[0] || id->info.src[1]) && id->af_ib != ib))
+		return -EINVAL;
+	if (!ib)
+		return 0;
+	if (cm_addr_is_ib(src) && !id->af_ib) {
+		ret = ib_service(id, req, (const struct sockaddr_ib *)src);
+		if (ret)
+			return ret;
+	}
+	req->u.cm.flags |= SR_CM_AF_IB;
+	req->u.cm.sid = be64toh(((const struct sockaddr_ib *)dst)->sib_sid);
 	return 0;
 }
 
@@ -211,12 +262,19 @@ int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct 
 	ret = put_addr(req.u.cm.src, src_addr);
 	if (!ret)
 		ret = put_addr(req.u.cm.dst, dst_addr);
+	if (!ret)
+		ret = ib_resolve(id, &req, src_addr, dst_addr);
 	if (ret)
 		return cm_err(-ret);
 	req.u.cm.timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0;
 	ret = cm_request(&req, &rep, NULL, 0);
 	if (ret)
 		return cm_err(-ret);
+	if (req.u.cm.flags & SR_CM_AF_IB) {
+		id->af_ib = true;
+		id->ib_ps = (uint16_t)(req.u.cm.ps ? req.u.cm.ps : (uint32_t)cid->ps);
+		id->dst_sid = req.u.cm.sid;
+	}
 	memcpy(&cid->route.addr.dst_addr, dst_addr, cm_addr_len(dst_addr));
 	return cm_complete(id);
 }
@@ -302,6 +360,8 @@ static __be16 port_of(const struct sockaddr *a)
 		return ((const struct sockaddr_in *)a)->sin_port;
 	if (a->sa_family == AF_INET6)
 		return ((const struct sockaddr_in6 *)a)->sin6_port;
+	if (a->sa_family == AF_IB) /* the service ID's port */
+		return htons(cm_ib_port((const struct sockaddr_ib *)a));
 	return 0;
 }
 

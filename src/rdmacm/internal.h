@@ -50,6 +50,12 @@ struct cm_id {
 	uint8_t resp_res, init_depth, retry, rnr_retry; /* ours, as sent */
 	uint8_t peer_resp_res, peer_init_depth;		/* the peer's, in our view */
 	uint8_t tos, ack_timeout;
+	/* AF_IB (afib.c): the addresses the application sees are sockaddr_ib;
+	 * ib_ps is the port space of the bound service ID, dst_sid the
+	 * service ID the application connects to */
+	bool af_ib;
+	uint16_t ib_ps;
+	uint64_t dst_sid;
 	/* rdma_create_ep on a passive id: what rdma_get_request builds */
 	bool ep_qp;
 	struct ibv_pd *ep_pd;
@@ -114,6 +120,25 @@ struct cm_id *cm_id_alloc(struct rdma_event_channel *ch, void *context, enum rdm
 			  enum ibv_qp_type qp_type, uint32_t handle);
 void cm_id_apply_info(struct cm_id *id, const struct sr_cm_info *info);
 socklen_t cm_addr_len(const struct sockaddr *a);
+
+/* afib.c: AF_IB addresses, carried to the daemon as the IP addresses
+ * their GIDs are */
+struct sockaddr_ib;
+bool cm_addr_is_ib(const struct sockaddr *a);
+/* The port of a service ID (its low 16 bits, as far as the mask says). */
+uint16_t cm_ib_port(const struct sockaddr_ib *sib);
+/* The port space an id of port space ps binds the service ID in, or
+ * -EPROTONOSUPPORT (the kernel's rule). */
+int cm_ib_bind_ps(enum rdma_port_space ps, const struct sockaddr_ib *sib);
+/* The IP address a GID stands for (IPv4-mapped: AF_INET), port set. */
+void cm_ib_to_ip(const struct sockaddr_ib *sib, struct sockaddr_storage *out);
+void cm_ip_to_ib(const struct sockaddr *ip, uint64_t sid, struct sockaddr_ib *out);
+/* rdma_getaddrinfo's AF_IB result for an address getaddrinfo found:
+ * an EAI_* code or 0. */
+int cm_ip_to_ib_ai(const struct sockaddr *ip, enum rdma_port_space ps, struct sockaddr **out,
+		   socklen_t *len);
+/* An AF_IB id's route.addr, which the daemon gave as IP addresses. */
+void cm_id_ib_addrs(struct cm_id *id);
 
 /* conn.c */
 /* The QP moves rdma-core makes on a connect response: RTR, RTS, then the

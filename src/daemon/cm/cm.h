@@ -77,6 +77,11 @@ struct sr_cm_id {
 	uint32_t ps, qp_type;
 	bool bound; /* holds its port in the port space */
 	bool afonly, reuseaddr;
+	/* AF_IB (librdmacm's sockaddr_ib, as IP addresses here): no IP CM
+	 * header; a listener takes its service ID's REQs whatever their
+	 * private data; dst_sid is the service ID a REQ goes to */
+	bool af_ib;
+	uint64_t dst_sid;
 	uint8_t tos;
 	int backlog, pending; /* LISTEN: CONNECT_REQUESTs queued, not yet read */
 	struct sockaddr_storage src, dst;
@@ -158,6 +163,11 @@ bool sr_cm_addr_any(const struct sockaddr_storage *a);
 bool sr_cm_addr_mcast(const struct sockaddr_storage *a);
 /* The MGID of a group on RoCEv2: ::ffff:a.b.c.d, or the IPv6 group itself. */
 void sr_cm_mgid_of(const struct sockaddr_storage *a, uint8_t gid[16]);
+
+/* cm_request.c */
+/* An AF_IB bind or resolve: the id takes the port space of its address's
+ * service ID (a PS_IB id any of PS_IB, PS_TCP, PS_UDP).  0 or -errno. */
+int sr_cm_ib_request(struct sr_cm_id *id, const struct sr_req *req);
 
 /* cm_addr.c */
 /* The device GID for an address of this host, its index, or -1. */

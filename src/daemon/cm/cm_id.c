@@ -291,6 +291,7 @@ void sr_cm_id_info(const struct sr_cm_id *id, struct sr_cm_info *info)
 	memcpy(info->dgid, id->dgid, 16);
 	info->port_num = id->port_num;
 	info->state = id->state;
+	info->flags = id->af_ib ? SR_CM_AF_IB : 0;
 }
 
 uint16_t sr_cm_port(const struct sockaddr_storage *a)

@@ -4,7 +4,9 @@
  * its MAD (cm_mad_queue.c); each MAD that arrives is parsed (cm_mad.c) and
  * moves the id it names, producing the rdma_cm events of KRN cma.c's
  * cma_ib_handler / cma_req_handler.  Connection requests carry the Annex
- * A11 IP header; listeners are found by service ID, then address.
+ * A11 IP header; listeners are found by service ID, then address.  AF_IB
+ * ids send no header and their listeners take every REQ of their service
+ * ID (KRN cma.c: the header is for IP addresses only).
  *   active RC:  REQ -> (REP: CONNECT_RESPONSE; the library moves its QP and
  *               asks for the RTU) | (REJ: REJECTED reason) | timeout:
  *               UNREACHABLE
@@ -75,7 +77,8 @@ int sr_cm_connect(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req 
 {
 	const struct sr_cm_conn *c = &req->u.cm.conn;
 	bool ud = id->qp_type == IBV_QPT_UD;
-	uint32_t room = (ud ? SR_CM_SIDR_REQ_PRIV : SR_CM_REQ_PRIV) - SR_CM_IP_HDR_LEN;
+	uint32_t hdr = id->af_ib ? 0 : SR_CM_IP_HDR_LEN;
+	uint32_t room = (ud ? SR_CM_SIDR_REQ_PRIV : SR_CM_REQ_PRIV) - hdr;
 	struct sr_cm_msg m;
 
 	if (id->state != SR_CM_ROUTE_RESOLVED)
@@ -83,13 +86,13 @@ int sr_cm_connect(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req 
 	if (req->u.cm.private_len > room)
 		return -EINVAL;
 	memset(&m, 0, sizeof(m));
-	if (sr_cm_ip_hdr_build(m.private_data, (struct sockaddr *)&id->src,
-			       (struct sockaddr *)&id->dst))
+	if (hdr && sr_cm_ip_hdr_build(m.private_data, (struct sockaddr *)&id->src,
+				      (struct sockaddr *)&id->dst))
 		return -EINVAL;
-	memcpy(m.private_data + SR_CM_IP_HDR_LEN, req->u.cm.private_data, req->u.cm.private_len);
-	m.private_len = SR_CM_IP_HDR_LEN + req->u.cm.private_len;
+	memcpy(m.private_data + hdr, req->u.cm.private_data, req->u.cm.private_len);
+	m.private_len = hdr + req->u.cm.private_len;
 	m.local_comm_id = id->comm_id;
-	m.service_id = sr_cm_service_id(id->ps, sr_cm_port(&id->dst));
+	m.service_id = id->af_ib ? id->dst_sid : sr_cm_service_id(id->ps, sr_cm_port(&id->dst));
 	id->conn = *c;
 	id->qpn = c->qp_num;
 	id->psn = req->u.cm.psn & 0xffffff;
@@ -365,6 +368,38 @@ static bool ip_match(const struct sr_cm_id *l, const struct sockaddr_storage *ds
 	       IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
 }
 
+/* An AF_IB listener (or bound id, state) of the service: it takes any REQ
+ * for it, with or without the IP header (KRN cma.c cma_match_private_data). */
+static struct sr_cm_id *find_ib(struct sr_daemon *d, uint64_t service_id, enum sr_cm_state state)
+{
+	for (struct sr_cm_id *l = d->cm->all; l; l = l->next)
+		if (l->af_ib && l->state == state && l->bound &&
+		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id)
+			return l;
+	return NULL;
+}
+
+/* The IP addresses of an AF_IB request: the GIDs it came from and to
+ * (RoCE GIDs are IP addresses); the peer's port is not known. */
+static void ib_req_addrs(const uint8_t sgid[16], const uint8_t mygid[16],
+			 struct sockaddr_storage *peer, struct sockaddr_storage *self)
+{
+	static const uint8_t v4[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	const uint8_t *g[2] = {sgid, mygid};
+	struct sockaddr_storage *a[2] = {peer, self};
+
+	for (int i = 0; i < 2; i++) {
+		memset(a[i], 0, sizeof(*a[i]));
+		if (!memcmp(g[i], v4, sizeof(v4))) {
+			a[i]->ss_family = AF_INET;
+			memcpy(&((struct sockaddr_in *)a[i])->sin_addr, g[i] + 12, 4);
+		} else {
+			a[i]->ss_family = AF_INET6;
+			memcpy(&((struct sockaddr_in6 *)a[i])->sin6_addr, g[i], 16);
+		}
+	}
+}
+
 static struct sr_cm_id *find_listener(struct sr_daemon *d, uint64_t service_id,
 				      const struct sockaddr_storage *dst)
 {
@@ -459,6 +494,7 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 	struct sockaddr_storage peer, self;
 	struct sr_cm_id *l, *id, *dup;
 	struct sr_cm_event *ev;
+	uint32_t hdr;
 
 	/* the agent answers from the GID the request was sent to */
 	dup = find_dup(d, m, sgid);
@@ -481,15 +517,20 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 		}
 		return;
 	}
-	if (sr_cm_ip_hdr_parse(m->private_data, &peer, &self)) {
-		d->cm->mads_bad++;
-		return;
-	}
-	l = find_listener(d, m->service_id, &self);
-	if (!l && !sidr && (l = find_bound(d, m->service_id, &self))) {
+	l = find_ib(d, m->service_id, SR_CM_LISTEN);
+	if (!l && !sidr && (l = find_ib(d, m->service_id, SR_CM_ADDR_BOUND))) {
 		park(l, sgid, mygid, m);
 		return;
 	}
+	if (l) {
+		ib_req_addrs(sgid, mygid, &peer, &self);
+	} else if (!sr_cm_ip_hdr_parse(m->private_data, &peer, &self)) {
+		l = find_listener(d, m->service_id, &self);
+		if (!l && !sidr && (l = find_bound(d, m->service_id, &self))) {
+			park(l, sgid, mygid, m);
+			return;
+		}
+	} /* else no IP header (an AF_IB peer's REQ): no IP listener matches */
 	if (!l) {
 		if (sidr) {
 			send_sidr_status(d, mygid, sgid, m, SR_CM_SIDR_UNSUPPORTED);
@@ -525,6 +566,7 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 	id->listener = l;
 	l->pending++;
 	id->afonly = l->afonly;
+	id->af_ib = l->af_ib;
 	id->tos = l->tos;
 	id->src = self;
 	set_port(&id->src, sr_cm_port(&l->src));
@@ -544,9 +586,11 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 	}
 	ev->w.listen_id = l->handle;
 	conn_event(ev, m);
-	/* the user's part, zero-padded: always 56 (REQ) or 180 (SIDR) bytes */
-	ev->w.private_len = m->private_len - SR_CM_IP_HDR_LEN;
-	memcpy(ev->w.private_data, m->private_data + SR_CM_IP_HDR_LEN, ev->w.private_len);
+	/* the user's part, zero-padded: always 56 (REQ) or 180 (SIDR) bytes;
+	 * an AF_IB listener gets all of it, 92 or 216 (a header too, if any) */
+	hdr = l->af_ib ? 0 : SR_CM_IP_HDR_LEN;
+	ev->w.private_len = m->private_len - hdr;
+	memcpy(ev->w.private_data, m->private_data + hdr, ev->w.private_len);
 	sr_cm_event_post(id, ev);
 }
 

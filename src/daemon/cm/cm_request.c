@@ -112,6 +112,39 @@ static int valid_ps(uint32_t ps, uint32_t qp_type)
 	}
 }
 
+int sr_cm_ib_request(struct sr_cm_id *id, const struct sr_req *req)
+{
+	uint32_t ps = req->u.cm.ps;
+
+	if (!(req->u.cm.flags & SR_CM_AF_IB))
+		return id->af_ib ? -EINVAL : 0; /* one family per id */
+	if (ps && !id->bound) {
+		if (ps != id->ps &&
+		    !(id->ps == RDMA_PS_IB && (ps == RDMA_PS_TCP || ps == RDMA_PS_UDP)))
+			return -EPROTONOSUPPORT;
+		id->ps = ps;
+	}
+	id->af_ib = true;
+	id->dst_sid = req->u.cm.sid;
+	return 0;
+}
+
+/* rdma_bind_addr: an id that fails to bind is as it was. */
+static int bind_id(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req *req,
+		   const struct sockaddr_storage *src)
+{
+	uint32_t ps = id->ps;
+	int ret = sr_cm_ib_request(id, req);
+
+	if (!ret)
+		ret = sr_cm_bind(d, id, (const struct sockaddr *)src);
+	if (ret) {
+		id->ps = ps;
+		id->af_ib = false;
+	}
+	return ret;
+}
+
 static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		      int nfds, struct sr_rep *rep)
 {
@@ -177,7 +210,7 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 			return ret == -ENOENT ? -EINVAL : ret;
 		if (id->bound || id->state != SR_CM_IDLE)
 			return -EINVAL;
-		ret = sr_cm_bind(d, id, (struct sockaddr *)&src);
+		ret = bind_id(d, id, req, &src);
 		sr_cm_id_info(id, &rep->u.cm_info);
 		return ret;
 	case SR_OP_CM_RESOLVE_ADDR:
@@ -187,6 +220,14 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		ret = sr_cm_sockaddr_in(req->u.cm.src, &src);
 		if (ret && ret != -ENOENT)
 			return ret;
+		if ((req->u.cm.flags & SR_CM_AF_IB || id->af_ib) &&
+		    (id->state == SR_CM_IDLE || id->state == SR_CM_ADDR_BOUND ||
+		     id->state == SR_CM_ADDR_RESOLVED)) {
+			int r = sr_cm_ib_request(id, req);
+
+			if (r)
+				return r;
+		}
 		return sr_cm_resolve_addr(d, id, ret ? NULL : (struct sockaddr *)&src,
 					  (struct sockaddr *)&dst, req->u.cm.timeout_ms);
 	case SR_OP_CM_RESOLVE_ROUTE:
