@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <infiniband/ib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
@@ -208,7 +209,9 @@ int rsocket(int domain, int type, int protocol)
 	int ret;
 
 	type &= ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (domain != AF_INET && domain != AF_INET6)
+	/* AF_IB: stream sockets only (datagram rsockets address their
+	 * peers by IP address) */
+	if (domain != AF_INET && domain != AF_INET6 && !(domain == AF_IB && type == SOCK_STREAM))
 		return rs_set_errno(EAFNOSUPPORT);
 	if (type != SOCK_STREAM && type != SOCK_DGRAM)
 		return rs_set_errno(ENOTSUP);
@@ -244,6 +247,8 @@ static int addr_ok(const struct sockaddr *addr, socklen_t len)
 	if (addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in))
 		return 0;
 	if (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
+		return 0;
+	if (addr->sa_family == AF_IB && len >= sizeof(struct sockaddr_ib))
 		return 0;
 	return EINVAL;
 }
@@ -303,10 +308,12 @@ int rlisten(int socket, int backlog)
 			/* listen on an unbound socket: any address, a free port */
 			struct sockaddr_in6 any6 = {.sin6_family = AF_INET6};
 			struct sockaddr_in any4 = {.sin_family = AF_INET};
+			struct sockaddr_ib anyib = {.sib_family = AF_IB}; /* zero GID, any port */
 
 			apply_id_options(rs);
-			if (rdma_bind_addr(rs->id, rs->domain == AF_INET6
-						       ? (struct sockaddr *)&any6
+			if (rdma_bind_addr(rs->id, rs->domain == AF_INET6 ? (struct sockaddr *)&any6
+						   : rs->domain == AF_IB
+						       ? (struct sockaddr *)&anyib
 						       : (struct sockaddr *)&any4))
 				ret = errno;
 		}
@@ -722,6 +729,7 @@ static int name_out(const struct sockaddr *sa, struct sockaddr *addr, socklen_t 
 		return EFAULT;
 	len = sa->sa_family == AF_INET6	 ? sizeof(struct sockaddr_in6)
 	      : sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+	      : sa->sa_family == AF_IB	 ? sizeof(struct sockaddr_ib)
 					 : sizeof(struct sockaddr_storage);
 	if (addr)
 		memcpy(addr, sa, *addrlen < len ? *addrlen : len);
