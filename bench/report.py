@@ -623,6 +623,24 @@ if th_mtus:
         ("ib_write_lat 8 B at least as low as UCX over TCP put_lat (≤ 1.0×)", ("ib_write_lat", 8), ("ucx_tcp_put_lat", 8), "<=", 1.0),
         ("ib_write_bw 1 MiB at 1% drop ≥ 0.5× lossless", ("ib_write_bw_loss1", None), ("ib_write_bw_ref", None), ">=", 0.5),
     ]
+    # the latency floors of the engine's placements (link_probe's thread
+    # modes): what ib_write_lat could reach with each design on this machine
+    th_floor_table = []
+    for mtu in th_mtus:
+        if not th_rows(mtu, "ib_write_lat", 8) or not th_rows(mtu, "udp_tspin_lat"):
+            continue
+        th_floor_table.append(
+            f"| {mtu} | {th_cell(mtu, 'ib_write_lat', 8, 'µs')} | {th_cell(mtu, *LINK_LAT, 'µs')} | "
+            f"{th_cell(mtu, 'udp_tspin_lat', None, 'µs')} | {th_cell(mtu, 'udp_tevent_lat', None, 'µs')} | "
+            f"{rcell(summ(th_ratio(mtu, ('udp_tspin_lat', None), LINK_LAT).values()))} | "
+            f"{rcell(summ(th_ratio(mtu, ('ib_write_lat', 8), ('udp_tevent_lat', None)).values()))} | "
+            f"{rcell(summ(th_ratio(mtu, ('ib_write_lat', 8), ('udp_tspin_lat', None)).values()))} |")
+    if th_floor_table:
+        th_floor_table[:0] = [
+            "| MTU | ib_write_lat 8 B | UDP busy-poll | thread-spin (floor of placement b) | thread-event (floor of "
+            "placement a) | thread-spin / busy-poll | ib_write_lat / thread-event | ib_write_lat / thread-spin |",
+            "|---|---|---|---|---|---|---|---|"]
+
     th_target_lines = ["| MTU | target | measured ratio (median, min–max over rounds) | result | by how much | rounds passing |",
                        "|---|---|---|---|---|---|"]
     for mtu in th_mtus:
@@ -796,6 +814,19 @@ half the round trip (`t_typical`, run with `-C` and divided by cpu MHz); UCX `pu
 two daemons' `retransmits` counters, after less before the run. Every ratio is softrdma / the other: above 1× is
 better for bandwidth, below 1× is better for latency. The 1% drop row uses its own lossless run (clean daemons,
 right before the daemons are restarted with `SOFTRDMA_FAULT=seed=1,drop=0.01`) as the reference.
+""")
+    if th_floor_table:
+        md.append("### Latency floors of the engine's placements\n")
+        md.extend(th_floor_table)
+        md.append("""
+The same 64 B UDP ping-pong as the busy-poll row (bench/link_probe, one way, p50), but each side receives through a
+second thread: thread-event (the receiving thread wakes the main thread through an eventfd it sleeps on: two thread
+hand-offs per direction, which is what the daemon's engine costs today: application to engine, engine to engine)
+and thread-spin (the main thread sends by itself and spins on memory that the receiving thread writes: one hand-off
+per direction, the least any design can cost an `ib_write_lat`, which spins on memory and never calls into the
+library while it waits, so some thread other than the application's must execute the peer's WRITE). On a 2-vCPU
+machine with both perftest processes spinning, every hand-off has to preempt one of them. docs/architecture.md,
+"Where the engine runs", has the discussion.
 """)
     if th_ucx_table:
         md.append("### UCX over softrdma next to UCX over TCP\n")

@@ -13,7 +13,9 @@
 #             ib_write_bw -s 8 (message rate), ib_write_lat / ib_send_lat 8 B
 #   link      bench/link_probe: UDP with GSO+GRO (4 KiB RoCE payload
 #             segments at MTU 9000, 1 KiB at 1500), receiver's goodput; and a
-#             64 B UDP ping-pong with both sides busy-polling, one way
+#             64 B UDP ping-pong with both sides busy-polling, one way; and
+#             the same ping-pong through a receiving thread (thread-spin,
+#             thread-event): the latency floors of the engine's placements
 #   ucx-tcp   ucx_perftest with UCX_TLS=tcp: ucp_put_bw 64 KiB and 1 MiB,
 #             ucp_put_lat 8 B
 #   ucx-softrdma  the same UCP tests over softrdma (UCX_TLS=rc_verbs,
@@ -227,22 +229,36 @@ th_link_bw() {
 		"loss_pct=$(kvget "$line" loss_pct);segs_per_dgram=$(kvget "$line" segs_per_dgram);status=$([ -n "$gb" ] && echo ok || echo FAIL)" \
 		"loss $(kvget "$line" loss_pct)%"
 }
+# th_link_lat [MODE]: the 64 B UDP ping-pong, one way, both sides receiving
+# the same way: busy (a non-blocking recv loop, the link's floor), or the
+# floors of the engine's placements (docs/architecture.md, "Where the
+# engine runs"): thread-event (a receiving thread hands each datagram to the
+# main thread through an eventfd it sleeps on: two thread hand-offs per
+# direction, as the daemon's engine has today) and thread-spin (the main
+# thread sends itself and spins on memory a receiving thread writes into:
+# one hand-off per direction, the best an ib_write_lat can get from any
+# engine that is not the application's own thread)
 th_link_lat() {
-	local tag pong line us
+	local mode=${1:-busy} tag pong line us metric
+	case $mode in
+	busy) metric=udp_busy_lat ;;
+	thread-event) metric=udp_tevent_lat ;;
+	thread-spin) metric=udp_tspin_lat ;;
+	esac
 	probe
 	th_port
-	tag=$LOGS/2h-r${ROUND}-m${MTU}-udp_busy
-	th_bg a "$tag.pong.txt" "$BUILD/bin/link_probe" lat pong -m busy -p "$TH_PORT" -w 10
+	tag=$LOGS/2h-r${ROUND}-m${MTU}-udp_$mode
+	th_bg a "$tag.pong.txt" "$BUILD/bin/link_probe" lat pong -m "$mode" -p "$TH_PORT" -w 10
 	pong=$NN_LAST_PID
 	line=
 	th_wait_ready "$tag.pong.txt" "$pong" &&
-		line=$(th_on b timeout "$TH_TO" "$BUILD/bin/link_probe" lat ping "$(addr_a)" -m busy -p "$TH_PORT" \
+		line=$(th_on b timeout "$TH_TO" "$BUILD/bin/link_probe" lat ping "$(addr_a)" -m "$mode" -p "$TH_PORT" \
 			-n "$TH_UDP_LAT_N" 2>&1 | tee "$tag.ping.txt" | grep '^lat')
 	th_stop "$pong"
 	us=$(awk -v v="$(kvget "$line" p50_ns)" 'BEGIN { if (v == "") print "nan"; else printf "%.4f", v / 1000 }')
-	record udp_busy_lat link 64 "$us" usec \
+	record "$metric" link 64 "$us" usec \
 		"p99_ns=$(kvget "$line" p99_ns);lost=$(kvget "$line" lost);status=$([ "$us" != nan ] && echo ok || echo FAIL)" \
-		"one way, both sides busy-poll"
+		"one way, both sides $mode"
 }
 
 # UCX over TCP: th_ucx TEST SIZE ITERS -> UCX_LINE (as run.sh's ucx())
@@ -388,6 +404,8 @@ th_block() {
 		"th_sr_bw ib_send_bw 65536 $TH_N_64K"
 		"th_sr_bw ib_write_bw 8 $TH_N_8"
 		"th_link_lat"
+		"th_link_lat thread-spin"
+		"th_link_lat thread-event"
 		"th_sr_lat ib_write_lat"
 		"th_ucx_lat"
 		"th_ucxsr_lat"
