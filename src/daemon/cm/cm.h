@@ -183,6 +183,13 @@ enum sr_cm_neigh {
  * datagram resolves it).  -errno when there is no route. */
 int sr_cm_neigh_check(const struct sockaddr_storage *dst, bool kick);
 
+/* cm_route_cache.c: the answers above per destination, until the kernel's
+ * tables change (successes only) */
+bool sr_cm_route_cached_src(const struct sockaddr_storage *dst, struct sockaddr_storage *via);
+void sr_cm_route_keep_src(const struct sockaddr_storage *dst, const struct sockaddr_storage *via);
+bool sr_cm_route_cached_neigh(const struct sockaddr_storage *dst);
+void sr_cm_route_keep_neigh(const struct sockaddr_storage *dst);
+
 /* cm_wire.c: MADs to and from other hosts through the engine's QP1 */
 bool sr_cm_wire_up(void);
 bool sr_cm_wire_send(struct sr_daemon *d, const struct sr_cm_mad *q);
