@@ -55,6 +55,7 @@ struct rdma_event_channel *cm_channel_new(void)
 	c->ch.fd = efd;
 	c->handle = rep.handle;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->landed, NULL);
 	c->tail = &c->head;
 	return &c->ch;
 }
@@ -142,16 +143,20 @@ static void cached_add(struct cm_chan *c, const char *buf, size_t len, uint32_t 
 }
 
 /* The next event for c: a fetched one, else a fetch (-EAGAIN: none).
- * Under c->lock. */
+ * Under c->lock.  A request in flight may be bringing the event whose
+ * count the caller read (cm_id_request): its reply is awaited first. */
 static int chan_next(struct cm_chan *c, struct sr_cm_event_wire *w)
 {
 	char buf[SR_CM_EVENTS_REPLY] __attribute__((aligned(8)));
 	struct sr_rep *rep = (struct sr_rep *)buf;
-	struct cm_cached *e = c->head;
+	struct cm_cached *e;
 	struct sr_req req;
 	size_t len;
 	int ret;
 
+	while (!c->head && c->inflight)
+		pthread_cond_wait(&c->landed, &c->lock);
+	e = c->head;
 	if (e) {
 		c->head = e->next;
 		if (!c->head)
@@ -177,12 +182,20 @@ int cm_id_request(struct cm_id *id, struct sr_req *req, struct sr_rep *rep)
 	size_t len = 0;
 	int ret;
 
+	/* not under c->lock: the event thread keeps handing out fetched
+	 * events meanwhile (the daemon counts this reply's events in the
+	 * eventfd only once it is sent) */
 	pthread_mutex_lock(&c->lock);
+	c->inflight++;
+	pthread_mutex_unlock(&c->lock);
 	req->u.cm.channel = c->handle;
 	req->u.cm.value = SR_CM_EVENT_BATCH;
 	ret = cm_request_long(req, (struct sr_rep *)buf, sizeof(buf), &len);
+	pthread_mutex_lock(&c->lock);
 	if (len >= sizeof(*rep))
 		cached_add(c, buf, len, 0);
+	c->inflight--;
+	pthread_cond_broadcast(&c->landed);
 	pthread_mutex_unlock(&c->lock);
 	if (len >= sizeof(*rep))
 		memcpy(rep, buf, sizeof(*rep));
@@ -232,6 +245,7 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	cm_request(&req, &rep, NULL, 0);
 	close(c->ch.fd);
 	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->landed);
 	free(c);
 }
 

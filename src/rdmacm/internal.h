@@ -37,6 +37,8 @@ struct cm_chan {
 	 * in the eventfd.  The lock also covers the fetch itself (channel.c). */
 	pthread_mutex_t lock;
 	struct cm_cached *head, **tail;
+	uint32_t inflight;     /* requests whose replies may bring events */
+	pthread_cond_t landed; /* one of them added its events */
 };
 
 /* A multicast group the id joined (mcast.c). */

@@ -65,6 +65,8 @@ struct sr_cm_chan {
 	struct sr_client *owner;
 	int efd; /* the library's eventfd (semaphore mode): one count per event */
 	struct sr_cm_event *head, **tail;
+	uint32_t unsignalled; /* events posted, not counted in efd yet (cm_id.c) */
+	struct sr_cm_chan *next_unsignalled;
 };
 
 struct sr_cm_id {
@@ -144,6 +146,10 @@ void sr_cm_chan_free(struct sr_daemon *d, struct sr_cm_chan *ch);
 /* A new event for id on its channel; NULL without memory (the event is lost). */
 struct sr_cm_event *sr_cm_event_new(struct sr_cm_id *id, uint32_t type, int32_t status);
 void sr_cm_event_post(struct sr_cm_id *id, struct sr_cm_event *ev);
+/* Counts the events posted since the last call in their channels' eventfds
+ * (at the end of each request, after a reply that carries events, and of
+ * each tick). */
+void sr_cm_signal_flush(void);
 /* Pops the oldest event of ch into w; -EAGAIN when none waits. */
 int sr_cm_event_get(struct sr_daemon *d, struct sr_cm_chan *ch, struct sr_cm_event_wire *w);
 /* Drops id's queued events; rejects children still waiting to be reported. */

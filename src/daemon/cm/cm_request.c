@@ -76,11 +76,15 @@ void sr_cm_client_gone(struct sr_daemon *d, struct sr_client *c)
 		if (cm->chans[i] && cm->chans[i]->owner == c)
 			sr_cm_chan_free(d, cm->chans[i]);
 	sr_cm_mad_run(d);
+	sr_cm_signal_flush();
 }
 
 bool sr_cm_tick(struct sr_daemon *d)
 {
-	return d->cm && sr_cm_mad_run(d);
+	bool more = d->cm && sr_cm_mad_run(d);
+
+	sr_cm_signal_flush();
+	return more;
 }
 
 static bool is_eventfd(int fd)
@@ -340,7 +344,8 @@ int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req 
 		struct sr_cm_id *id = sr_cm_id_owned(d, c, req->handle);
 		struct sr_cm_chan *ch = sr_cm_chan_owned(d, c, req->u.cm.channel);
 
-		return reply_events(d, c, id && id->chan == ch ? ch : NULL, req->u.cm.value, ret);
+		ret = reply_events(d, c, id && id->chan == ch ? ch : NULL, req->u.cm.value, ret);
 	}
+	sr_cm_signal_flush();
 	return ret;
 }
