@@ -86,7 +86,10 @@ enum sr_op {
 	SR_OP_CM_REJECT,
 	SR_OP_CM_DISCONNECT,
 	SR_OP_CM_ESTABLISH,  /* RTU after a CONNECT_RESPONSE */
-	SR_OP_CM_GET_EVENT,  /* handle: channel; rep.u.cm_event (status -EAGAIN: none) */
+	SR_OP_CM_GET_EVENT,  /* handle: channel; rep.u.cm_event (status -EAGAIN: none);
+			      * u.cm.value > 1: up to that many (SR_CM_EVENT_BATCH at
+			      * most), rep.handle says how many: the first in
+			      * rep.u.cm_event, the others follow rep in the record */
 	SR_OP_CM_MIGRATE,    /* u.cm.channel: the new one */
 	SR_OP_CM_QUERY,	     /* rep.u.cm_info */
 	SR_OP_CM_SET_OPTION, /* u.cm.option, u.cm.value */
@@ -218,6 +221,12 @@ struct sr_cm_info {
 	uint32_t state;
 	uint32_t flags; /* SR_CM_AF_IB: the id speaks AF_IB (no IP CM header) */
 };
+
+/* Events one reply may hand over at most (one round trip for many): a
+ * GET_EVENT's, and that of RESOLVE_ADDR, RESOLVE_ROUTE, CONNECT, ACCEPT,
+ * REJECT, ESTABLISH and DISCONNECT when u.cm.value > 1 and u.cm.channel is
+ * the id's channel (the events queued on it by then, as GET_EVENT gives). */
+#define SR_CM_EVENT_BATCH 16
 
 /* One event, as GET_EVENT hands it over. */
 struct sr_cm_event_wire {

@@ -186,6 +186,8 @@ void sr_objects_fini(struct sr_daemon *d);
 /* Handles one request and replies, or returns SR_RETRY without replying:
  * an arena lock it needs is held (objects.c), run it again later. */
 #define SR_RETRY 1
+/* A handler that sent its reply itself (one larger than struct sr_rep). */
+#define SR_REPLIED 2
 int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		      int nfds);
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);

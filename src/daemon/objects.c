@@ -1828,6 +1828,10 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 reply:
 	if (ret == SR_RETRY)
 		goto out; /* these requests take no descriptors */
+	if (ret == SR_REPLIED) {
+		ret = 0;
+		goto out;
+	}
 	rep.status = ret;
 	if (ret)
 		nout = 0;

@@ -9,6 +9,13 @@
  * the QP to ERR on REJECTED.  A count with no event behind it (the daemon
  * dropped or moved the event) is read past.  Each event is counted on its
  * id until acked: rdma_destroy_id waits for that.
+ *
+ * One fetch takes up to SR_CM_EVENT_BATCH queued events at once (a process
+ * with a thousand ids in flight would otherwise pay a round trip to the
+ * daemon per event); those not handed out yet wait in the channel, their
+ * counts still in the eventfd.  Destroying or migrating an id does to them
+ * what the daemon does to its queued ones (drop, or move to the new
+ * channel), under the channel's lock, so no fetch slips in between.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -47,7 +54,173 @@ struct rdma_event_channel *cm_channel_new(void)
 	}
 	c->ch.fd = efd;
 	c->handle = rep.handle;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->landed, NULL);
+	c->tail = &c->head;
 	return &c->ch;
+}
+
+/* Takes the fetched events that fit (those of id, and CONNECT_REQUESTs for
+ * listener id; every one with all) out of c, into *out in order.  Under
+ * c->lock. */
+static void cached_take(struct cm_chan *c, uint32_t id, bool all, struct cm_cached **out)
+{
+	struct cm_cached **pp = &c->head, **ot = out;
+
+	while (*ot)
+		ot = &(*ot)->next;
+	c->tail = &c->head;
+	while (*pp) {
+		struct cm_cached *e = *pp;
+
+		if (all || e->w.id == id ||
+		    (e->w.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->w.listen_id == id)) {
+			*pp = e->next;
+			e->next = NULL;
+			*ot = e;
+			ot = &e->next;
+			continue;
+		}
+		c->tail = &e->next;
+		pp = &e->next;
+	}
+}
+
+/* Fetched events nobody will see: a connection request's new id (not
+ * except), which the daemon counts as reported, is destroyed, so the
+ * requester gets a REJ, as for a request dropped in the daemon. */
+static void cached_free(struct cm_cached *list, uint32_t except)
+{
+	while (list) {
+		struct cm_cached *e = list;
+
+		list = e->next;
+		if (e->w.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->w.id != except)
+			cm_id_op(e->w.id, SR_OP_CM_DESTROY_ID);
+		free(e);
+	}
+}
+
+/* Appends the events in list to c, each with a count in c's eventfd. */
+static void cached_put(struct cm_chan *c, struct cm_cached *list)
+{
+	uint64_t one = 1;
+
+	while (list) {
+		struct cm_cached *e = list;
+
+		list = e->next;
+		e->next = NULL;
+		*c->tail = e;
+		c->tail = &e->next;
+		if (write(c->ch.fd, &one, sizeof(one)) != sizeof(one))
+			break; /* a full count cannot happen: the daemon's would first */
+	}
+}
+
+/* A reply with events (len bytes at buf: rep->handle events, the first in
+ * rep->u.cm_event, from == 0) or from its second one on (from == 1): kept
+ * in c, in order.  Under c->lock. */
+static void cached_add(struct cm_chan *c, const char *buf, size_t len, uint32_t from)
+{
+	const struct sr_rep *rep = (const struct sr_rep *)buf;
+	size_t wl = sizeof(struct sr_cm_event_wire);
+
+	for (uint32_t i = from; i < rep->handle; i++) {
+		size_t off = i ? sizeof(*rep) + (i - 1) * wl : 0;
+		struct cm_cached *e;
+
+		if (i && off + wl > len)
+			break;
+		e = malloc(sizeof(*e));
+		if (!e)
+			break; /* lost, as the daemon loses one without memory */
+		memcpy(&e->w, i ? buf + off : (const char *)&rep->u.cm_event, wl);
+		e->next = NULL;
+		*c->tail = e;
+		c->tail = &e->next;
+	}
+}
+
+/* The next event for c: a fetched one, else a fetch (-EAGAIN: none).
+ * Under c->lock.  A request in flight may be bringing the event whose
+ * count the caller read (cm_id_request): its reply is awaited first. */
+static int chan_next(struct cm_chan *c, struct sr_cm_event_wire *w)
+{
+	char buf[SR_CM_EVENTS_REPLY] __attribute__((aligned(8)));
+	struct sr_rep *rep = (struct sr_rep *)buf;
+	struct cm_cached *e;
+	struct sr_req req;
+	size_t len;
+	int ret;
+
+	while (!c->head && c->inflight)
+		pthread_cond_wait(&c->landed, &c->lock);
+	e = c->head;
+	if (e) {
+		c->head = e->next;
+		if (!c->head)
+			c->tail = &c->head;
+		*w = e->w;
+		free(e);
+		return 0;
+	}
+	cm_req_init(&req, SR_OP_CM_GET_EVENT, c->handle);
+	req.u.cm.value = SR_CM_EVENT_BATCH;
+	ret = cm_request_long(&req, rep, sizeof(buf), &len);
+	if (ret)
+		return ret;
+	*w = rep->u.cm_event;
+	cached_add(c, buf, len, 1); /* a daemon that sends one says 0 or 1 */
+	return 0;
+}
+
+int cm_id_request(struct cm_id *id, struct sr_req *req, struct sr_rep *rep)
+{
+	struct cm_chan *c = (struct cm_chan *)id->id.channel;
+	char buf[SR_CM_EVENTS_REPLY] __attribute__((aligned(8)));
+	size_t len = 0;
+	int ret;
+
+	/* not under c->lock: the event thread keeps handing out fetched
+	 * events meanwhile (the daemon counts this reply's events in the
+	 * eventfd only once it is sent) */
+	pthread_mutex_lock(&c->lock);
+	c->inflight++;
+	pthread_mutex_unlock(&c->lock);
+	req->u.cm.channel = c->handle;
+	req->u.cm.value = SR_CM_EVENT_BATCH;
+	ret = cm_request_long(req, (struct sr_rep *)buf, sizeof(buf), &len);
+	pthread_mutex_lock(&c->lock);
+	if (len >= sizeof(*rep))
+		cached_add(c, buf, len, 0);
+	c->inflight--;
+	pthread_cond_broadcast(&c->landed);
+	pthread_mutex_unlock(&c->lock);
+	if (len >= sizeof(*rep))
+		memcpy(rep, buf, sizeof(*rep));
+	return ret;
+}
+
+int cm_id_op_events(struct cm_id *id, uint32_t op)
+{
+	struct sr_req req;
+	struct sr_rep rep;
+
+	cm_req_init(&req, op, id->handle);
+	return cm_id_request(id, &req, &rep);
+}
+
+void cm_chan_destroy_id(struct cm_id *id)
+{
+	struct cm_chan *c = (struct cm_chan *)id->id.channel;
+	struct cm_cached *gone = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	cm_id_op(id->handle, SR_OP_CM_DESTROY_ID);
+	cached_take(c, id->handle, false, &gone);
+	pthread_mutex_unlock(&c->lock);
+	cached_free(gone, id->handle);
 }
 
 struct rdma_event_channel *rdma_create_event_channel(void)
@@ -58,14 +231,21 @@ struct rdma_event_channel *rdma_create_event_channel(void)
 void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct cm_chan *c = (struct cm_chan *)channel;
+	struct cm_cached *gone = NULL;
 	struct sr_req req;
 	struct sr_rep rep;
 
 	if (!c)
 		return;
+	pthread_mutex_lock(&c->lock);
+	cached_take(c, 0, true, &gone);
+	pthread_mutex_unlock(&c->lock);
+	cached_free(gone, 0);
 	cm_req_init(&req, SR_OP_CM_CHANNEL_DESTROY, c->handle);
 	cm_request(&req, &rep, NULL, 0);
 	close(c->ch.fd);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->landed);
 	free(c);
 }
 
@@ -140,7 +320,7 @@ static struct cm_id *new_child(struct cm_id *l, const struct sr_cm_event_wire *w
 int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct cm_chan *c = (struct cm_chan *)channel;
-	struct sr_cm_event_wire *w;
+	struct sr_cm_event_wire wire, *w = &wire;
 	struct cm_event *e;
 	struct sr_req req;
 	struct sr_rep rep;
@@ -156,21 +336,20 @@ again:
 			goto again;
 		return -1; /* EAGAIN on an O_NONBLOCK channel */
 	}
-	cm_req_init(&req, SR_OP_CM_GET_EVENT, c->handle);
-	ret = cm_request(&req, &rep, NULL, 0);
+	pthread_mutex_lock(&c->lock);
+	ret = chan_next(c, w);
+	pthread_mutex_unlock(&c->lock);
 	if (ret == -EAGAIN)
 		goto again; /* a count left by an event the daemon dropped or moved */
 	if (ret)
 		return cm_err(-ret);
-	w = &rep.u.cm_event;
 	if (w->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		listen = cm_id_table_get(w->listen_id);
 		if (!listen)
 			goto again; /* its listener is being destroyed */
 		id = new_child(listen, w);
 		if (!id) {
-			req.op = SR_OP_CM_REJECT;
-			req.handle = w->id;
+			cm_req_init(&req, SR_OP_CM_REJECT, w->id);
 			cm_request(&req, &rep, NULL, 0);
 			goto again;
 		}
@@ -314,13 +493,43 @@ int cm_complete(struct cm_id *id)
 	return 0;
 }
 
+/*
+ * Moves id's events to channel `to` in the daemon, then its fetched ones:
+ * both channels locked throughout, so neither hands out an event of the id
+ * out of order; one migration at a time, so two of them never wait for
+ * each other's channels.  0 or -errno.
+ */
+static int migrate(struct cm_id *id, struct cm_chan *from, struct cm_chan *to)
+{
+	static pthread_mutex_t migrate_lock = PTHREAD_MUTEX_INITIALIZER;
+	struct cm_cached *moved = NULL;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	pthread_mutex_lock(&migrate_lock);
+	if (from && from != to)
+		pthread_mutex_lock(&from->lock);
+	pthread_mutex_lock(&to->lock);
+	cm_req_init(&req, SR_OP_CM_MIGRATE, id->handle);
+	req.u.cm.channel = to->handle;
+	ret = cm_request(&req, &rep, NULL, 0);
+	if (!ret && from && from != to) {
+		cached_take(from, id->handle, false, &moved);
+		cached_put(to, moved);
+	}
+	pthread_mutex_unlock(&to->lock);
+	if (from && from != to)
+		pthread_mutex_unlock(&from->lock);
+	pthread_mutex_unlock(&migrate_lock);
+	return ret;
+}
+
 int rdma_migrate_id(struct rdma_cm_id *cid, struct rdma_event_channel *channel)
 {
 	struct cm_id *id = (struct cm_id *)cid;
 	struct rdma_event_channel *old = cid->channel;
 	bool was_sync = id->sync, sync = !channel;
-	struct sr_req req;
-	struct sr_rep rep;
 	int ret;
 
 	if (was_sync && !channel)
@@ -330,9 +539,7 @@ int rdma_migrate_id(struct rdma_cm_id *cid, struct rdma_event_channel *channel)
 		if (!channel)
 			return -1;
 	}
-	cm_req_init(&req, SR_OP_CM_MIGRATE, id->handle);
-	req.u.cm.channel = ((struct cm_chan *)channel)->handle;
-	ret = cm_request(&req, &rep, NULL, 0);
+	ret = migrate(id, (struct cm_chan *)old, (struct cm_chan *)channel);
 	if (ret) {
 		if (sync)
 			rdma_destroy_event_channel(channel);

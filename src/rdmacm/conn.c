@@ -147,10 +147,10 @@ int cm_conn_response(struct cm_id *id)
 	ret = to_rts(id);
 	if (ret) {
 		cm_qp_to_err(id);
-		cm_id_op(id->handle, SR_OP_CM_REJECT);
+		cm_id_op_events(id, SR_OP_CM_REJECT);
 		return ret;
 	}
-	return cm_id_op(id->handle, SR_OP_CM_ESTABLISH);
+	return cm_id_op_events(id, SR_OP_CM_ESTABLISH);
 }
 
 /* The conn_param rules of rdma-core (CM.md 1.1): NULL = device maxima,
@@ -232,7 +232,7 @@ int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	id->connect_error = false;
 	cm_req_init(&req, SR_OP_CM_CONNECT, id->handle);
 	fill_req(id, &req, p);
-	ret = cm_request(&req, &rep, NULL, 0);
+	ret = cm_id_request(id, &req, &rep);
 	if (ret)
 		return cm_err(-ret);
 	return cm_complete(id);
@@ -268,7 +268,7 @@ int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	fill_req(id, &req, p);
 	if (cid->qp_type == IBV_QPT_UD && !cid->qp && !(p && p->qp_num))
 		return cm_err(EINVAL);
-	ret = cm_request(&req, &rep, NULL, 0);
+	ret = cm_id_request(id, &req, &rep);
 	if (ret)
 		return cm_err(-ret);
 	if (cid->qp_type == IBV_QPT_UD)
@@ -291,7 +291,7 @@ int rdma_reject(struct rdma_cm_id *cid, const void *private_data, uint8_t len)
 	req.u.cm.private_len = len;
 	if (len)
 		memcpy(req.u.cm.private_data, private_data, len);
-	ret = cm_request(&req, &rep, NULL, 0);
+	ret = cm_id_request(id, &req, &rep);
 	return ret ? cm_err(-ret) : 0;
 }
 
@@ -307,7 +307,7 @@ int rdma_establish(struct rdma_cm_id *cid)
 
 	if (!id)
 		return cm_err(EINVAL);
-	ret = cm_id_op(id->handle, SR_OP_CM_ESTABLISH);
+	ret = cm_id_op_events(id, SR_OP_CM_ESTABLISH);
 	return ret ? cm_err(-ret) : 0;
 }
 
@@ -319,7 +319,7 @@ int rdma_disconnect(struct rdma_cm_id *cid)
 	if (!id)
 		return cm_err(EINVAL);
 	cm_qp_to_err(id);
-	ret = cm_id_op(id->handle, SR_OP_CM_DISCONNECT);
+	ret = cm_id_op_events(id, SR_OP_CM_DISCONNECT);
 	if (ret)
 		return cm_err(-ret);
 	/* a synchronous id waits for its DISCONNECTED, unless it was had */

@@ -135,8 +135,6 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out, 
 int rdma_destroy_id(struct rdma_cm_id *cid)
 {
 	struct cm_id *id = (struct cm_id *)cid;
-	struct sr_req req;
-	struct sr_rep rep;
 
 	if (!id)
 		return cm_err(EINVAL);
@@ -147,8 +145,7 @@ int rdma_destroy_id(struct rdma_cm_id *cid)
 	/* out of the table first: an event still in flight for it is then
 	 * either counted (cm_id_table_hold) or dropped by rdma_get_cm_event */
 	cm_id_table_set(id->handle, NULL);
-	cm_req_init(&req, SR_OP_CM_DESTROY_ID, id->handle);
-	cm_request(&req, &rep, NULL, 0);
+	cm_chan_destroy_id(id);
 	/* every event reported for it must be acked first (rdma-core) */
 	pthread_mutex_lock(&id->lock);
 	while (id->events_unacked)
@@ -267,7 +264,7 @@ int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct 
 	if (ret)
 		return cm_err(-ret);
 	req.u.cm.timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0;
-	ret = cm_request(&req, &rep, NULL, 0);
+	ret = cm_id_request(id, &req, &rep);
 	if (ret)
 		return cm_err(-ret);
 	if (req.u.cm.flags & SR_CM_AF_IB) {
@@ -286,7 +283,7 @@ int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
 
 	if (!id)
 		return cm_err(EINVAL);
-	ret = cm_id_op(id->handle, SR_OP_CM_RESOLVE_ROUTE);
+	ret = cm_id_op_events(id, SR_OP_CM_RESOLVE_ROUTE);
 	if (ret)
 		return cm_err(-ret);
 	return cm_complete(id);

@@ -20,9 +20,25 @@
 
 #include <softrdma/proto.h>
 
+/* The longest reply: struct sr_rep and SR_CM_EVENT_BATCH - 1 more events. */
+#define SR_CM_EVENTS_REPLY                                                                         \
+	(sizeof(struct sr_rep) + (SR_CM_EVENT_BATCH - 1) * sizeof(struct sr_cm_event_wire))
+
+/* An event fetched from the daemon with others, not handed out yet. */
+struct cm_cached {
+	struct cm_cached *next;
+	struct sr_cm_event_wire w;
+};
+
 struct cm_chan {
 	struct rdma_event_channel ch; /* first: what the application sees */
 	uint32_t handle;
+	/* events fetched in a batch, oldest first; each still has its count
+	 * in the eventfd.  The lock also covers the fetch itself (channel.c). */
+	pthread_mutex_t lock;
+	struct cm_cached *head, **tail;
+	uint32_t inflight;     /* requests whose replies may bring events */
+	pthread_cond_t landed; /* one of them added its events */
 };
 
 /* A multicast group the id joined (mcast.c). */
@@ -90,6 +106,9 @@ extern struct cm_global cm_g;
 int cm_init(void);
 /* One request and its reply: 0 or -errno (the daemon's status). */
 int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds);
+/* The same for a reply that may be longer than struct sr_rep (cap bytes at
+ * rep): its length in *len. */
+int cm_request_long(struct sr_req *req, struct sr_rep *rep, size_t cap, size_t *len);
 void cm_req_init(struct sr_req *req, uint32_t op, uint32_t handle);
 /* A request that carries nothing but the id's handle: 0 or -errno. */
 int cm_id_op(uint32_t handle, uint32_t op);
@@ -107,6 +126,15 @@ int cm_gid_index(const uint8_t gid[16]);
 struct rdma_event_channel *cm_channel_new(void);
 /* rdma-core's ucma_complete: collects the event a synchronous call waits for. */
 int cm_complete(struct cm_id *id);
+/* A request about id whose reply may bring events of id's channel queued
+ * meanwhile (kept for rdma_get_cm_event, which then need not ask): 0 or
+ * -errno, as cm_request. */
+int cm_id_request(struct cm_id *id, struct sr_req *req, struct sr_rep *rep);
+/* The same for a request that carries nothing but the id's handle. */
+int cm_id_op_events(struct cm_id *id, uint32_t op);
+/* Destroys the id in the daemon, then drops the events of it that the
+ * channel fetched but did not hand out (the handle may be reused next). */
+void cm_chan_destroy_id(struct cm_id *id);
 
 /* mcast.c */
 /* A MULTICAST_JOIN from the daemon: the UD parameters, the join's context,

@@ -111,7 +111,10 @@ int cm_id_op(uint32_t handle, uint32_t op)
 	return cm_request(&req, &rep, NULL, 0);
 }
 
-int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds)
+/* One exchange whose reply is a struct sr_rep and perhaps more (up to cap
+ * bytes): the reply's length in *len, 0 or -errno. */
+static int exchange(struct sr_req *req, struct sr_rep *rep, size_t cap, size_t *len, const int *fds,
+		    int nfds)
 {
 	int nr = 0, ret;
 	long n;
@@ -119,20 +122,33 @@ int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds)
 	pthread_mutex_lock(&sock_lock);
 	ret = sr_msg_send(cm_sock, req, sizeof(*req), fds, nfds);
 	if (!ret) {
-		n = sr_msg_recv(cm_sock, rep, sizeof(*rep), NULL, &nr);
+		n = sr_msg_recv(cm_sock, rep, cap, NULL, &nr);
 		if (n == 0)
 			ret = -EIO;
 		else if (n < 0)
 			ret = (int)n;
-		else if ((size_t)n != sizeof(*rep))
+		else if ((size_t)n < sizeof(*rep))
 			ret = -EPROTO;
 		else
 			ret = rep->status;
+		*len = n > 0 ? (size_t)n : 0;
 	} else if (ret == -EPIPE || ret == -ECONNRESET) {
 		ret = -EIO;
 	}
 	pthread_mutex_unlock(&sock_lock);
 	return ret;
+}
+
+int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds)
+{
+	size_t len;
+
+	return exchange(req, rep, sizeof(*rep), &len, fds, nfds);
+}
+
+int cm_request_long(struct sr_req *req, struct sr_rep *rep, size_t cap, size_t *len)
+{
+	return exchange(req, rep, cap, len, NULL, 0);
 }
 
 void cm_id_table_set(uint32_t handle, struct cm_id *id)

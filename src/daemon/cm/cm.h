@@ -65,6 +65,8 @@ struct sr_cm_chan {
 	struct sr_client *owner;
 	int efd; /* the library's eventfd (semaphore mode): one count per event */
 	struct sr_cm_event *head, **tail;
+	uint32_t unsignalled; /* events posted, not counted in efd yet (cm_id.c) */
+	struct sr_cm_chan *next_unsignalled;
 };
 
 struct sr_cm_id {
@@ -149,6 +151,10 @@ void sr_cm_chan_free(struct sr_daemon *d, struct sr_cm_chan *ch);
 /* A new event for id on its channel; NULL without memory (the event is lost). */
 struct sr_cm_event *sr_cm_event_new(struct sr_cm_id *id, uint32_t type, int32_t status);
 void sr_cm_event_post(struct sr_cm_id *id, struct sr_cm_event *ev);
+/* Counts the events posted since the last call in their channels' eventfds
+ * (at the end of each request, after a reply that carries events, and of
+ * each tick). */
+void sr_cm_signal_flush(void);
 /* Pops the oldest event of ch into w; -EAGAIN when none waits. */
 int sr_cm_event_get(struct sr_daemon *d, struct sr_cm_chan *ch, struct sr_cm_event_wire *w);
 /* Drops id's queued events; rejects children still waiting to be reported. */
@@ -192,6 +198,13 @@ enum sr_cm_neigh {
  * resolve it if it is not valid (no privilege to: VALID, the first
  * datagram resolves it).  -errno when there is no route. */
 int sr_cm_neigh_check(const struct sockaddr_storage *dst, bool kick);
+
+/* cm_route_cache.c: the answers above per destination, until the kernel's
+ * tables change (successes only) */
+bool sr_cm_route_cached_src(const struct sockaddr_storage *dst, struct sockaddr_storage *via);
+void sr_cm_route_keep_src(const struct sockaddr_storage *dst, const struct sockaddr_storage *via);
+bool sr_cm_route_cached_neigh(const struct sockaddr_storage *dst);
+void sr_cm_route_keep_neigh(const struct sockaddr_storage *dst);
 
 /* cm_wire.c: MADs to and from other hosts through the engine's QP1 */
 bool sr_cm_wire_up(void);

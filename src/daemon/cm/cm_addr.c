@@ -66,6 +66,8 @@ static int route_src(const struct sockaddr_storage *dst, struct sockaddr_storage
 	struct sockaddr_storage to = *dst;
 	int s, ret = 0;
 
+	if (sr_cm_route_cached_src(dst, src))
+		return 0;
 	if (to.ss_family == AF_INET)
 		((struct sockaddr_in *)&to)->sin_port = htons(4791);
 	else
@@ -84,6 +86,7 @@ static int route_src(const struct sockaddr_storage *dst, struct sockaddr_storage
 			((struct sockaddr_in *)src)->sin_port = 0;
 		else
 			((struct sockaddr_in6 *)src)->sin6_port = 0;
+		sr_cm_route_keep_src(dst, src);
 	}
 	return ret;
 }

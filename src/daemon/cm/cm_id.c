@@ -23,6 +23,8 @@ static struct sr_cm *cm_of(struct sr_daemon *d)
 	return d->cm;
 }
 
+static void unsignalled_forget(struct sr_cm_chan *ch);
+
 struct sr_cm_id *sr_cm_id_new(struct sr_daemon *d, struct sr_client *owner, struct sr_cm_chan *chan,
 			      uint32_t ps, uint32_t qp_type)
 {
@@ -142,6 +144,7 @@ void sr_cm_chan_free(struct sr_daemon *d, struct sr_cm_chan *ch)
 		ch->head = ev->next;
 		free(ev);
 	}
+	unsignalled_forget(ch);
 	close(ch->efd);
 	d->fds_held--;
 	ch->owner->fds_held--;
@@ -166,14 +169,21 @@ struct sr_cm_event *sr_cm_event_new(struct sr_cm_id *id, uint32_t type, int32_t 
 
 /* Never waits: an eventfd at its maximum count would block the daemon
  * (as daemon_signal in objects.c). */
-static void signal_chan(struct sr_cm_chan *ch)
+static void signal_chan(struct sr_cm_chan *ch, uint64_t n)
 {
 	struct pollfd p = {.fd = ch->efd, .events = POLLOUT};
-	uint64_t one = 1;
 
-	if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) && write(ch->efd, &one, sizeof(one)) < 0)
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) && write(ch->efd, &n, sizeof(n)) < 0)
 		sr_dbg("cm channel %u: %m", ch->handle);
 }
+
+/*
+ * Channels with events posted and not yet counted.  The counts are written
+ * when the request or tick that posted them is done: after a reply that
+ * carries the events along (cm_request.c), so the process is not woken for
+ * them before it has them, and one write for several events.
+ */
+static struct sr_cm_chan *unsignalled;
 
 void sr_cm_event_post(struct sr_cm_id *id, struct sr_cm_event *ev)
 {
@@ -184,7 +194,34 @@ void sr_cm_event_post(struct sr_cm_id *id, struct sr_cm_event *ev)
 	ev->next = NULL;
 	*ch->tail = ev;
 	ch->tail = &ev->next;
-	signal_chan(ch);
+	if (!ch->unsignalled++) {
+		ch->next_unsignalled = unsignalled;
+		unsignalled = ch;
+	}
+}
+
+void sr_cm_signal_flush(void)
+{
+	while (unsignalled) {
+		struct sr_cm_chan *ch = unsignalled;
+
+		unsignalled = ch->next_unsignalled;
+		signal_chan(ch, ch->unsignalled);
+		ch->unsignalled = 0;
+	}
+}
+
+static void unsignalled_forget(struct sr_cm_chan *ch)
+{
+	if (!ch->unsignalled)
+		return;
+	for (struct sr_cm_chan **pp = &unsignalled; *pp; pp = &(*pp)->next_unsignalled) {
+		if (*pp == ch) {
+			*pp = ch->next_unsignalled;
+			break;
+		}
+	}
+	ch->unsignalled = 0;
 }
 
 int sr_cm_event_get(struct sr_daemon *d, struct sr_cm_chan *ch, struct sr_cm_event_wire *w)

@@ -175,7 +175,23 @@ static int neigh_use(int family, int oif, const uint8_t *nh, size_t len)
 	return nl_talk(&r, buf, sizeof(buf));
 }
 
+static int neigh_state(const struct sockaddr_storage *dst, bool kick);
+
 int sr_cm_neigh_check(const struct sockaddr_storage *dst, bool kick)
+{
+	int ret;
+
+	if (dst->ss_family != AF_INET && dst->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	if (sr_cm_route_cached_neigh(dst))
+		return SR_CM_NEIGH_VALID;
+	ret = neigh_state(dst, kick);
+	if (ret == SR_CM_NEIGH_VALID)
+		sr_cm_route_keep_neigh(dst);
+	return ret;
+}
+
+static int neigh_state(const struct sockaddr_storage *dst, bool kick)
 {
 	const int valid =
 	    NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT | NUD_NOARP;
@@ -183,8 +199,6 @@ int sr_cm_neigh_check(const struct sockaddr_storage *dst, bool kick)
 	size_t len;
 	int oif, state, ret;
 
-	if (dst->ss_family != AF_INET && dst->ss_family != AF_INET6)
-		return -EAFNOSUPPORT;
 	ret = route_get(dst, &oif, nh, &len);
 	if (ret < 0)
 		return ret;

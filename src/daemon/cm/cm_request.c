@@ -76,11 +76,15 @@ void sr_cm_client_gone(struct sr_daemon *d, struct sr_client *c)
 		if (cm->chans[i] && cm->chans[i]->owner == c)
 			sr_cm_chan_free(d, cm->chans[i]);
 	sr_cm_mad_run(d);
+	sr_cm_signal_flush();
 }
 
 bool sr_cm_tick(struct sr_daemon *d)
 {
-	return d->cm && sr_cm_mad_run(d);
+	bool more = d->cm && sr_cm_mad_run(d);
+
+	sr_cm_signal_flush();
+	return more;
 }
 
 static bool is_eventfd(int fd)
@@ -145,6 +149,61 @@ static int bind_id(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req
 	return ret;
 }
 
+/*
+ * A reply that carries up to max of ch's queued events (ch NULL: none):
+ * the first in rep->u.cm_event, the others after struct sr_rep in the same
+ * record, rep->handle says how many.  GET_EVENT asks for it, so a process
+ * with many ids in flight (cmtime's 1,000) fetches a channel's queue in a
+ * few round trips, not one per event; so do the requests whose events are
+ * queued while they run (resolve, connect, accept...), and the library
+ * then finds them without asking.  The eventfd keeps one count per event,
+ * which the library consumes as it hands each one out.
+ */
+static int reply_events(struct sr_daemon *d, struct sr_client *c, struct sr_cm_chan *ch,
+			uint32_t max, int status)
+{
+	size_t wl = sizeof(struct sr_cm_event_wire), len = sizeof(struct sr_rep);
+	char buf[sizeof(struct sr_rep) + (SR_CM_EVENT_BATCH - 1) * sizeof(struct sr_cm_event_wire)]
+	    __attribute__((aligned(8)));
+	struct sr_rep *rep = (struct sr_rep *)buf;
+	struct sr_cm_event_wire w;
+	uint32_t n = 0;
+
+	memset(rep, 0, sizeof(*rep));
+	rep->status = status;
+	if (max > SR_CM_EVENT_BATCH)
+		max = SR_CM_EVENT_BATCH;
+	if (ch && max && !sr_cm_event_get(d, ch, &rep->u.cm_event))
+		n = 1;
+	while (n && n < max && !sr_cm_event_get(d, ch, &w)) {
+		memcpy(buf + len, &w, wl);
+		len += wl;
+		n++;
+	}
+	rep->handle = n;
+	if (sr_client_send(c, buf, len, NULL, 0))
+		sr_dbg("client %u: reply lost", c->id);
+	return SR_REPLIED;
+}
+
+/* Requests that may carry their channel's events back (u.cm.value > 1,
+ * u.cm.channel the id's channel as the library knows it). */
+static bool carries_events(uint32_t op)
+{
+	switch (op) {
+	case SR_OP_CM_RESOLVE_ADDR:
+	case SR_OP_CM_RESOLVE_ROUTE:
+	case SR_OP_CM_CONNECT:
+	case SR_OP_CM_ACCEPT:
+	case SR_OP_CM_REJECT:
+	case SR_OP_CM_ESTABLISH:
+	case SR_OP_CM_DISCONNECT:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		      int nfds, struct sr_rep *rep)
 {
@@ -187,6 +246,8 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		ch = sr_cm_chan_owned(d, c, req->handle);
 		if (!ch)
 			return -EINVAL;
+		if (req->u.cm.value > 1)
+			return reply_events(d, c, ch, req->u.cm.value, 0);
 		return sr_cm_event_get(d, ch, &rep->u.cm_event);
 	default:
 		break;
@@ -320,5 +381,12 @@ int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req 
 	/* what the request queued goes before its reply, so the events it
 	 * causes are there when the library reads them */
 	sr_cm_mad_run(d);
+	if (ret != SR_REPLIED && carries_events(req->op) && req->u.cm.value > 1) {
+		struct sr_cm_id *id = sr_cm_id_owned(d, c, req->handle);
+		struct sr_cm_chan *ch = sr_cm_chan_owned(d, c, req->u.cm.channel);
+
+		ret = reply_events(d, c, id && id->chan == ch ? ch : NULL, req->u.cm.value, ret);
+	}
+	sr_cm_signal_flush();
 	return ret;
 }
