@@ -31,7 +31,7 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 5u
+#define SR_PROTO_VERSION 6u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 /* An MR is a list of segments, one per memfd backing it spans (earlier
@@ -82,10 +82,11 @@ enum sr_op {
 	SR_OP_CM_RESOLVE_ROUTE,
 	SR_OP_CM_LISTEN,  /* u.cm.backlog */
 	SR_OP_CM_CONNECT, /* u.cm: qpn, psn, conn, private data */
-	SR_OP_CM_ACCEPT,
+	SR_OP_CM_ACCEPT,  /* u.cm.qp: QP moves first (as ESTABLISH) */
 	SR_OP_CM_REJECT,
 	SR_OP_CM_DISCONNECT,
-	SR_OP_CM_ESTABLISH,  /* RTU after a CONNECT_RESPONSE */
+	SR_OP_CM_ESTABLISH,  /* RTU after a CONNECT_RESPONSE; u.cm.qp.n > 0: the QP
+			      * moves made first, the RTU only if they all succeed */
 	SR_OP_CM_GET_EVENT,  /* handle: channel; rep.u.cm_event (status -EAGAIN: none);
 			      * u.cm.value > 1: up to that many (SR_CM_EVENT_BATCH at
 			      * most), rep.handle says how many: the first in
@@ -197,6 +198,17 @@ struct sr_mr_seg {
 	uint32_t pad;
 	uint64_t fd_off; /* offset in the memfd of the segment's first byte */
 	uint64_t len;
+};
+
+/* QP moves a CM request makes before its own step (ACCEPT, ESTABLISH),
+ * as ibv_modify_qp would one after another: librdmacm's RTR and RTS
+ * without a round trip each.  The QP is one of the requesting process's. */
+#define SR_CM_QP_MOVES 2
+struct sr_cm_qp_moves {
+	uint32_t qpn;
+	uint32_t n; /* 0: none */
+	uint32_t mask[SR_CM_QP_MOVES];
+	struct sr_qp_attr_wire attr[SR_CM_QP_MOVES];
 };
 
 /* Connection parameters as they travel in CM requests and events. */
@@ -343,6 +355,7 @@ struct sr_req {
 			uint64_t sid;
 			uint8_t src[SR_CM_ADDR_LEN], dst[SR_CM_ADDR_LEN];
 			uint8_t private_data[224];
+			struct sr_cm_qp_moves qp; /* ACCEPT, ESTABLISH */
 		} cm;
 	} u;
 };

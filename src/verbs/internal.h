@@ -210,5 +210,7 @@ int sr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
 void sr_cq_ex_init(struct sr_cq *cq);
 void sr_qp_ex_init(struct sr_qp *qp);
 void sr_qp_flush(struct sr_context *ctx, struct sr_qp *qp);
+/* The hook of cm_hooks.h: the daemon moved qp from state was for librdmacm. */
+void sr_qp_moved_elsewhere(struct ibv_qp *qp, enum ibv_qp_state was);
 
 #endif

@@ -182,27 +182,10 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 	return NULL;
 }
 
-int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+/* What follows a move of the QP from state was to qp->state, once the
+ * daemon made it. */
+static void qp_moved(struct sr_context *ctx, struct ibv_qp *qp, uint32_t was)
 {
-	struct sr_context *ctx;
-	struct sr_req req;
-	struct sr_rep rep;
-	uint32_t was;
-	int ret;
-
-	if (!qp || !attr)
-		return EINVAL;
-	ctx = to_sctx(qp->context);
-	was = atomic_load_explicit(&to_sqp(qp)->shm->state, memory_order_acquire);
-	memset(&req, 0, sizeof(req));
-	req.op = SR_OP_MODIFY_QP;
-	req.handle = qp->qp_num;
-	req.u.modify_qp.attr_mask = attr_mask;
-	sr_qp_attr_to_wire(attr, &req.u.modify_qp.attr);
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
-	if (ret)
-		return -ret;
-	qp->state = rep.u.modify_qp.state;
 	if (qp->state == IBV_QPS_RTS &&
 	    (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_SEND)) {
 		/* the daemon held our sq_lock: a responder's post_recv that
@@ -232,7 +215,37 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, to_sqp(qp)->shm->dest_qpn));
 		sr_epoch_exit();
 	}
+}
+
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct sr_context *ctx;
+	struct sr_req req;
+	struct sr_rep rep;
+	uint32_t was;
+	int ret;
+
+	if (!qp || !attr)
+		return EINVAL;
+	ctx = to_sctx(qp->context);
+	was = atomic_load_explicit(&to_sqp(qp)->shm->state, memory_order_acquire);
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_MODIFY_QP;
+	req.handle = qp->qp_num;
+	req.u.modify_qp.attr_mask = attr_mask;
+	sr_qp_attr_to_wire(attr, &req.u.modify_qp.attr);
+	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (ret)
+		return -ret;
+	qp->state = rep.u.modify_qp.state;
+	qp_moved(ctx, qp, was);
 	return 0;
+}
+
+void sr_qp_moved_elsewhere(struct ibv_qp *qp, enum ibv_qp_state was)
+{
+	qp->state = atomic_load_explicit(&to_sqp(qp)->shm->state, memory_order_acquire);
+	qp_moved(to_sctx(qp->context), qp, was);
 }
 
 int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
