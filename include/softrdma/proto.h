@@ -300,6 +300,11 @@ struct sr_req {
 			uint32_t xrcd; /* XRC_RECV: the XRCD handle (no PD, CQs or queues) */
 			uint64_t user_handle;
 			struct sr_req_qp_caps cap;
+			/* non-zero: a modify (to INIT) made on the new QP at
+			 * once, as MODIFY_QP would; rep.u.qp.state says */
+			uint32_t init_mask;
+			uint32_t pad;
+			struct sr_qp_attr_wire init;
 		} create_qp;
 		struct {
 			uint32_t attr_mask;
@@ -396,7 +401,8 @@ struct sr_rep {
 		struct {
 			uint64_t off; /* arena offset of struct sr_qp_shm */
 			struct sr_req_qp_caps cap;
-			uint32_t type; /* OPEN_QP: the QP's type */
+			uint32_t type;	/* OPEN_QP: the QP's type */
+			uint32_t state; /* CREATE_QP: after u.create_qp.init_mask's modify */
 		} qp;
 		struct {
 			uint32_t state; /* new QP state */

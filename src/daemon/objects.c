@@ -1380,6 +1380,40 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	return 0;
 }
 
+/* CREATE_QP with the modify librdmacm makes next (INIT): checked before
+ * the QP exists, so a bad one creates nothing, as rdma_create_qp leaves
+ * nothing when its INIT fails. */
+static int do_create_qp_init(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			     struct sr_rep *rep)
+{
+	uint32_t mask = req->u.create_qp.init_mask;
+	enum ibv_qp_state next = IBV_QPS_RESET;
+	struct ibv_qp_attr a = {0};
+	struct sr_qp_shm *qp;
+	int ret;
+
+	if (mask) {
+		sr_qp_attr_from_wire(&req->u.create_qp.init, &a);
+		ret = sr_qp_modify_check(req->u.create_qp.type, IBV_QPS_RESET, &a, mask, &qp_limits,
+					 &next);
+		if (ret)
+			return ret;
+		if (mask & IBV_QP_CAP)
+			return -EINVAL;
+	}
+	ret = do_create_qp(d, c, req, rep);
+	rep->u.qp.state = IBV_QPS_RESET;
+	if (ret || !mask)
+		return ret;
+	qp = sr_arena_at(d->arena, rep->u.qp.off);
+	if (!qp_lock(qp))
+		return 0; /* nobody holds a new QP's locks; else the library moves it */
+	qp_modify_apply(d, qp, &a, mask, next);
+	qp_unlock(qp);
+	rep->u.qp.state = next;
+	return 0;
+}
+
 static bool same_process(const struct sr_client *a, const struct sr_client *c)
 {
 	return a && a->pid == c->pid && a->uid == c->uid;
@@ -1856,7 +1890,7 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		ret = do_destroy(d, c, SR_OBJ_CQ, req->handle);
 		break;
 	case SR_OP_CREATE_QP:
-		ret = do_create_qp(d, c, req, &rep);
+		ret = do_create_qp_init(d, c, req, &rep);
 		break;
 	case SR_OP_MODIFY_QP:
 		ret = do_modify_qp(d, c, req, &rep);

@@ -5,7 +5,8 @@
  * rdma-core that pointer is the library's private state, which programs
  * and the public headers' inline functions never read.  librdmacm uses it
  * when the daemon moved a QP for it inside a CM request (conn.c), so that
- * the library's view of the QP stays what ibv_modify_qp would have left.
+ * the library's view of the QP stays what ibv_modify_qp would have left,
+ * and to create a QP and move it to INIT in one request (qp.c).
  */
 #ifndef SR_VERBS_CM_HOOKS_H
 #define SR_VERBS_CM_HOOKS_H
@@ -14,7 +15,7 @@
 
 #include <infiniband/verbs.h>
 
-#define SR_VERBS_HOOKS_MAGIC 0x73726b31u /* "srk1" */
+#define SR_VERBS_HOOKS_MAGIC 0x73726b32u /* "srk2": changes with the table */
 
 struct sr_verbs_hooks {
 	uint32_t magic;
@@ -22,6 +23,14 @@ struct sr_verbs_hooks {
 	 * state was: takes its new state (ibv_qp.state) from the shared
 	 * state and does what ibv_modify_qp does after the daemon's reply. */
 	void (*qp_moved)(struct ibv_qp *qp, enum ibv_qp_state was);
+	/* ibv_create_qp_ex, with the modify (attr, mask) made on the new QP
+	 * in the same round trip: rdma_create_qp's INIT.  The QP's state
+	 * (ibv_qp.state) says whether it was made (a new QP nobody can have
+	 * locked: as a rule it is); a modify the QP cannot take fails the
+	 * whole call with errno, creating nothing. */
+	struct ibv_qp *(*create_qp_init)(struct ibv_context *context,
+					 struct ibv_qp_init_attr_ex *attr,
+					 const struct ibv_qp_attr *init, int init_mask);
 };
 
 /* The table of a context of softrdma's libibverbs, or NULL. */

@@ -184,6 +184,9 @@ int sr_cq_modify(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr);
 
 /* qp.c */
 struct ibv_qp *sr_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
+/* The hook of cm_hooks.h: ibv_create_qp_ex, and the modify init made with it. */
+struct ibv_qp *sr_create_qp_init(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+				 const struct ibv_qp_attr *init, int init_mask);
 
 /* srq.c */
 struct ibv_srq *sr_create_srq_ex(struct ibv_context *context, struct ibv_srq_init_attr_ex *attr);

@@ -186,6 +186,7 @@ static struct ibv_flow *abi_create_flow(struct ibv_qp *qp, struct ibv_flow_attr 
 static const struct sr_verbs_hooks sr_cm_hooks = {
     .magic = SR_VERBS_HOOKS_MAGIC,
     .qp_moved = sr_qp_moved_elsewhere,
+    .create_qp_init = sr_create_qp_init,
 };
 
 void sr_ctx_set_ops(struct sr_context *ctx)
