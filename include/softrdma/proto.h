@@ -84,7 +84,7 @@ enum sr_op {
 	SR_OP_CM_CONNECT, /* u.cm: qpn, psn, conn, private data */
 	SR_OP_CM_ACCEPT,  /* u.cm.qp: QP moves first (as ESTABLISH) */
 	SR_OP_CM_REJECT,
-	SR_OP_CM_DISCONNECT,
+	SR_OP_CM_DISCONNECT, /* u.cm.qp: a move to ERR first (its failure ignored) */
 	SR_OP_CM_ESTABLISH,  /* RTU after a CONNECT_RESPONSE; u.cm.qp.n > 0: the QP
 			      * moves made first, the RTU only if they all succeed */
 	SR_OP_CM_GET_EVENT,  /* handle: channel; rep.u.cm_event (status -EAGAIN: none);
@@ -360,7 +360,7 @@ struct sr_req {
 			uint64_t sid;
 			uint8_t src[SR_CM_ADDR_LEN], dst[SR_CM_ADDR_LEN];
 			uint8_t private_data[224];
-			struct sr_cm_qp_moves qp; /* ACCEPT, ESTABLISH */
+			struct sr_cm_qp_moves qp; /* ACCEPT, ESTABLISH, DISCONNECT */
 		} cm;
 	} u;
 };

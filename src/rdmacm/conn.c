@@ -377,6 +377,35 @@ int rdma_establish(struct rdma_cm_id *cid)
 	return ret ? cm_err(-ret) : 0;
 }
 
+/* The QP to ERR first, then the DREQ (or DREP): one round trip where the
+ * verbs library lets the DISCONNECT carry the move (a failed move is
+ * ignored, as cm_qp_to_err ignores it). */
+static int disconnect_request(struct cm_id *id)
+{
+	struct ibv_qp *qp = id->id.qp;
+	const struct sr_verbs_hooks *h =
+	    qp && id->id.qp_type != IBV_QPT_UD ? sr_verbs_hooks_of(qp->context) : NULL;
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	enum ibv_qp_state was;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!h) {
+		cm_qp_to_err(id);
+		return cm_id_op_events(id, SR_OP_CM_DISCONNECT);
+	}
+	cm_req_init(&req, SR_OP_CM_DISCONNECT, id->handle);
+	req.u.cm.qp.qpn = qp->qp_num;
+	req.u.cm.qp.n = 1;
+	req.u.cm.qp.mask[0] = IBV_QP_STATE;
+	sr_qp_attr_to_wire(&a, &req.u.cm.qp.attr[0]);
+	was = qp->state;
+	ret = cm_id_request(id, &req, &rep);
+	h->qp_moved(qp, was);
+	return ret;
+}
+
 int rdma_disconnect(struct rdma_cm_id *cid)
 {
 	struct cm_id *id = (struct cm_id *)cid;
@@ -384,8 +413,7 @@ int rdma_disconnect(struct rdma_cm_id *cid)
 
 	if (!id)
 		return cm_err(EINVAL);
-	cm_qp_to_err(id);
-	ret = cm_id_op_events(id, SR_OP_CM_DISCONNECT);
+	ret = disconnect_request(id);
 	if (ret)
 		return cm_err(-ret);
 	/* a synchronous id waits for its DISCONNECTED, unless it was had */

@@ -372,16 +372,21 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 
 /* ACCEPT and ESTABLISH may carry the QP moves librdmacm makes just before
  * them (RTR, RTS): made first, and the step only if they all succeed, so
- * a connection's QP moves cost no round trip of their own. */
+ * a connection's QP moves cost no round trip of their own.  DISCONNECT
+ * may carry the move to ERR, which librdmacm never let fail it. */
 static int qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req)
 {
-	if (req->op != SR_OP_CM_ACCEPT && req->op != SR_OP_CM_ESTABLISH)
+	int ret;
+
+	if (req->op != SR_OP_CM_ACCEPT && req->op != SR_OP_CM_ESTABLISH &&
+	    req->op != SR_OP_CM_DISCONNECT)
 		return 0;
 	if (!req->u.cm.qp.n)
 		return 0;
 	if (!sr_cm_id_owned(d, c, req->handle))
 		return -EINVAL;
-	return sr_qp_moves(d, c, &req->u.cm.qp);
+	ret = sr_qp_moves(d, c, &req->u.cm.qp);
+	return ret && ret != SR_RETRY && req->op == SR_OP_CM_DISCONNECT ? 0 : ret;
 }
 
 int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
