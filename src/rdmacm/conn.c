@@ -9,6 +9,9 @@
  *   rdma_accept           RTR, RTS before the REP goes out, so data may come
  *                         before the RTU
  *   REJECTED, disconnect  ERR
+ * The moves around a CM step travel in that step's request (ACCEPT and
+ * ESTABLISH carry RTR and RTS, DISCONNECT carries ERR; request_at_rts):
+ * the daemon makes them first, so they cost no round trip of their own.
  * PSNs are random 24-bit numbers per connection: each side's send queue
  * starts at its own, its receive queue at the peer's (IBTA 12.7.26).
  */
