@@ -31,7 +31,7 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 5u
+#define SR_PROTO_VERSION 6u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 /* An MR is a list of segments, one per memfd backing it spans (earlier
@@ -82,10 +82,11 @@ enum sr_op {
 	SR_OP_CM_RESOLVE_ROUTE,
 	SR_OP_CM_LISTEN,  /* u.cm.backlog */
 	SR_OP_CM_CONNECT, /* u.cm: qpn, psn, conn, private data */
-	SR_OP_CM_ACCEPT,
+	SR_OP_CM_ACCEPT,  /* u.cm.qp: QP moves first (as ESTABLISH) */
 	SR_OP_CM_REJECT,
-	SR_OP_CM_DISCONNECT,
-	SR_OP_CM_ESTABLISH,  /* RTU after a CONNECT_RESPONSE */
+	SR_OP_CM_DISCONNECT, /* u.cm.qp: a move to ERR first (its failure ignored) */
+	SR_OP_CM_ESTABLISH,  /* RTU after a CONNECT_RESPONSE; u.cm.qp.n > 0: the QP
+			      * moves made first, the RTU only if they all succeed */
 	SR_OP_CM_GET_EVENT,  /* handle: channel; rep.u.cm_event (status -EAGAIN: none);
 			      * u.cm.value > 1: up to that many (SR_CM_EVENT_BATCH at
 			      * most), rep.handle says how many: the first in
@@ -199,6 +200,17 @@ struct sr_mr_seg {
 	uint64_t len;
 };
 
+/* QP moves a CM request makes before its own step (ACCEPT, ESTABLISH),
+ * as ibv_modify_qp would one after another: librdmacm's RTR and RTS
+ * without a round trip each.  The QP is one of the requesting process's. */
+#define SR_CM_QP_MOVES 2
+struct sr_cm_qp_moves {
+	uint32_t qpn;
+	uint32_t n; /* 0: none */
+	uint32_t mask[SR_CM_QP_MOVES];
+	struct sr_qp_attr_wire attr[SR_CM_QP_MOVES];
+};
+
 /* Connection parameters as they travel in CM requests and events. */
 struct sr_cm_conn {
 	uint8_t responder_resources, initiator_depth, flow_control, retry_count;
@@ -288,6 +300,11 @@ struct sr_req {
 			uint32_t xrcd; /* XRC_RECV: the XRCD handle (no PD, CQs or queues) */
 			uint64_t user_handle;
 			struct sr_req_qp_caps cap;
+			/* non-zero: a modify (to INIT) made on the new QP at
+			 * once, as MODIFY_QP would; rep.u.qp.state says */
+			uint32_t init_mask;
+			uint32_t pad;
+			struct sr_qp_attr_wire init;
 		} create_qp;
 		struct {
 			uint32_t attr_mask;
@@ -343,6 +360,7 @@ struct sr_req {
 			uint64_t sid;
 			uint8_t src[SR_CM_ADDR_LEN], dst[SR_CM_ADDR_LEN];
 			uint8_t private_data[224];
+			struct sr_cm_qp_moves qp; /* ACCEPT, ESTABLISH, DISCONNECT */
 		} cm;
 	} u;
 };
@@ -383,7 +401,8 @@ struct sr_rep {
 		struct {
 			uint64_t off; /* arena offset of struct sr_qp_shm */
 			struct sr_req_qp_caps cap;
-			uint32_t type; /* OPEN_QP: the QP's type */
+			uint32_t type;	/* OPEN_QP: the QP's type */
+			uint32_t state; /* CREATE_QP: after u.create_qp.init_mask's modify */
 		} qp;
 		struct {
 			uint32_t state; /* new QP state */

@@ -191,6 +191,12 @@ void sr_objects_fini(struct sr_daemon *d);
 int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		      int nfds);
 void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
+/* The QP moves a CM request carries (ACCEPT, ESTABLISH), one after another
+ * under the QP's locks, as that many MODIFY_QPs would make them: 0,
+ * -errno of the first that fails (those before it stay made), or SR_RETRY
+ * with none made. */
+struct sr_cm_qp_moves;
+int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_moves *m);
 struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
 bool sr_daemon_tick(struct sr_daemon *d);
 

@@ -1240,87 +1240,84 @@ static void rq_discard(struct sr_wq *wq)
 	atomic_store_explicit(&wq->waiting, 0, memory_order_relaxed);
 }
 
-static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
-			struct sr_rep *rep)
+static const struct sr_qp_limits qp_limits = {
+    .port_count = 1,
+    .pkey_table_len = SR_PKEY_TBL_LEN,
+    .max_mtu = IBV_MTU_4096,
+    .max_rd_atom = SR_MAX_RD_ATOM,
+    .max_dest_rd_atom = SR_MAX_RD_ATOM,
+    .max_send_wr = SR_MAX_QP_WR,
+    .max_recv_wr = SR_MAX_QP_WR,
+    .max_send_sge = SR_MAX_SGE,
+    .max_recv_sge = SR_MAX_SGE,
+    .max_inline_data = SR_MAX_INLINE,
+    .grh_required = true, /* the port's link layer is Ethernet */
+};
+
+/* Checks one modify against the QP's state now: its next state in *next. */
+static int qp_modify_check(struct sr_qp_shm *qp, const struct ibv_qp_attr *a, uint32_t mask,
+			   enum ibv_qp_state *next)
 {
-	struct sr_obj *ref, *o = qp_for(d, c, req->handle, &ref);
-	const struct sr_qp_limits lim = {
-	    .port_count = 1,
-	    .pkey_table_len = SR_PKEY_TBL_LEN,
-	    .max_mtu = IBV_MTU_4096,
-	    .max_rd_atom = SR_MAX_RD_ATOM,
-	    .max_dest_rd_atom = SR_MAX_RD_ATOM,
-	    .max_send_wr = SR_MAX_QP_WR,
-	    .max_recv_wr = SR_MAX_QP_WR,
-	    .max_send_sge = SR_MAX_SGE,
-	    .max_recv_sge = SR_MAX_SGE,
-	    .max_inline_data = SR_MAX_INLINE,
-	    .grh_required = true, /* the port's link layer is Ethernet */
-	};
-	uint32_t mask = req->u.modify_qp.attr_mask;
-	enum ibv_qp_state next;
-	struct ibv_qp_attr a;
-	struct sr_qp_shm *qp;
 	int ret;
 
-	if (!o)
-		return -EINVAL;
-	qp = sr_arena_at(d->arena, o->u.shm.off);
-	sr_qp_attr_from_wire(&req->u.modify_qp.attr, &a);
 	ret = sr_qp_modify_check(qp->type, atomic_load_explicit(&qp->state, memory_order_acquire),
-				 &a, mask, &lim, &next);
+				 a, mask, &qp_limits, next);
 	if (ret)
 		return ret;
 	if (mask & IBV_QP_CAP)
 		return -EINVAL; /* resizing a QP's queues is not supported */
+	return 0;
+}
+
+/* Applies a checked modify; the caller holds the QP's three locks. */
+static void qp_modify_apply(struct sr_daemon *d, struct sr_qp_shm *qp, const struct ibv_qp_attr *a,
+			    uint32_t mask, enum ibv_qp_state next)
+{
 	/* what the check ignores for XRC (qp_state.h) is not applied either */
 	if (qp->type == IBV_QPT_XRC_SEND)
 		mask &= ~(uint32_t)(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
 	else if (qp->type == IBV_QPT_XRC_RECV)
 		mask &= ~(uint32_t)(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
-
-	if (lock_all((struct sr_lock *[]){&qp->sq_lock, &qp->rq_lock, &qp->rq.prod_lock}, 3))
-		return SR_RETRY;
 	if (mask & IBV_QP_PKEY_INDEX)
-		qp->pkey_index = a.pkey_index;
+		qp->pkey_index = a->pkey_index;
 	if (mask & IBV_QP_PORT)
-		qp->port_num = a.port_num;
+		qp->port_num = a->port_num;
 	if (mask & IBV_QP_ACCESS_FLAGS)
-		qp->access = a.qp_access_flags;
+		qp->access = a->qp_access_flags;
 	if (mask & IBV_QP_QKEY)
-		qp->qkey = a.qkey;
+		qp->qkey = a->qkey;
 	if (mask & IBV_QP_AV)
-		memcpy(qp->ah_attr, &a.ah_attr, sizeof(qp->ah_attr));
+		memcpy(qp->ah_attr, &a->ah_attr, sizeof(qp->ah_attr));
 	if (mask & IBV_QP_ALT_PATH) {
-		memcpy(qp->alt_ah_attr, &a.alt_ah_attr, sizeof(qp->alt_ah_attr));
-		qp->alt_port_num = a.alt_port_num;
-		qp->alt_pkey_index = a.alt_pkey_index;
-		qp->alt_timeout = a.alt_timeout;
+		memcpy(qp->alt_ah_attr, &a->alt_ah_attr, sizeof(qp->alt_ah_attr));
+		qp->alt_port_num = a->alt_port_num;
+		qp->alt_pkey_index = a->alt_pkey_index;
+		qp->alt_timeout = a->alt_timeout;
 	}
 	if (mask & IBV_QP_PATH_MIG_STATE)
-		qp->path_mig_state = a.path_mig_state;
+		qp->path_mig_state = a->path_mig_state;
 	if (mask & IBV_QP_PATH_MTU)
-		qp->path_mtu = a.path_mtu;
+		qp->path_mtu = a->path_mtu;
 	if (mask & IBV_QP_TIMEOUT)
-		qp->timeout = a.timeout;
+		qp->timeout = a->timeout;
 	if (mask & IBV_QP_RETRY_CNT)
-		qp->retry_cnt = a.retry_cnt;
+		qp->retry_cnt = a->retry_cnt;
 	if (mask & IBV_QP_RNR_RETRY)
-		qp->rnr_retry = a.rnr_retry;
+		qp->rnr_retry = a->rnr_retry;
 	if (mask & IBV_QP_RQ_PSN)
-		qp->rq_psn = a.rq_psn & SR_QP_PSN_MASK;
+		qp->rq_psn = a->rq_psn & SR_QP_PSN_MASK;
 	if (mask & IBV_QP_SQ_PSN)
-		qp->sq_psn = a.sq_psn & SR_QP_PSN_MASK;
+		qp->sq_psn = a->sq_psn & SR_QP_PSN_MASK;
 	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
-		qp->max_rd_atomic = a.max_rd_atomic;
+		qp->max_rd_atomic = a->max_rd_atomic;
 	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
-		qp->max_dest_rd_atomic = a.max_dest_rd_atomic;
+		qp->max_dest_rd_atomic = a->max_dest_rd_atomic;
 	if (mask & IBV_QP_MIN_RNR_TIMER)
-		qp->min_rnr_timer = a.min_rnr_timer;
+		qp->min_rnr_timer = a->min_rnr_timer;
 	if (mask & IBV_QP_DEST_QPN)
-		qp->dest_qpn = a.dest_qp_num;
+		qp->dest_qpn = a->dest_qp_num;
 	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
-		qp->en_sqd_async_notify = a.en_sqd_async_notify;
+		qp->en_sqd_async_notify = a->en_sqd_async_notify;
 	if (next == IBV_QPS_RESET) {
 		/* IBTA 10.3.1: RESET discards every outstanding WQE */
 		wq_reset(&qp->sq);
@@ -1344,11 +1341,123 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	if (next == IBV_QPS_RESET || (mask & (IBV_QP_AV | IBV_QP_RQ_PSN | IBV_QP_DEST_QPN)))
 		atomic_fetch_add_explicit(&qp->wire_gen, 1, memory_order_release);
 	atomic_store_explicit(&qp->state, next, memory_order_release);
+}
+
+static bool qp_lock(struct sr_qp_shm *qp)
+{
+	return !lock_all((struct sr_lock *[]){&qp->sq_lock, &qp->rq_lock, &qp->rq.prod_lock}, 3);
+}
+
+static void qp_unlock(struct sr_qp_shm *qp)
+{
 	sr_shm_unlock(&qp->rq.prod_lock);
 	sr_shm_unlock(&qp->rq_lock);
 	sr_shm_unlock(&qp->sq_lock);
+}
+
+static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			struct sr_rep *rep)
+{
+	struct sr_obj *ref, *o = qp_for(d, c, req->handle, &ref);
+	uint32_t mask = req->u.modify_qp.attr_mask;
+	enum ibv_qp_state next;
+	struct ibv_qp_attr a;
+	struct sr_qp_shm *qp;
+	int ret;
+
+	if (!o)
+		return -EINVAL;
+	qp = sr_arena_at(d->arena, o->u.shm.off);
+	sr_qp_attr_from_wire(&req->u.modify_qp.attr, &a);
+	ret = qp_modify_check(qp, &a, mask, &next);
+	if (ret)
+		return ret;
+	if (!qp_lock(qp))
+		return SR_RETRY;
+	qp_modify_apply(d, qp, &a, mask, next);
+	qp_unlock(qp);
 	rep->u.modify_qp.state = next;
 	return 0;
+}
+
+/* CREATE_QP with the modify librdmacm makes next (INIT): checked before
+ * the QP exists, so a bad one creates nothing, as rdma_create_qp leaves
+ * nothing when its INIT fails. */
+static int do_create_qp_init(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
+			     struct sr_rep *rep)
+{
+	uint32_t mask = req->u.create_qp.init_mask;
+	enum ibv_qp_state next = IBV_QPS_RESET;
+	struct ibv_qp_attr a = {0};
+	struct sr_qp_shm *qp;
+	int ret;
+
+	if (mask) {
+		sr_qp_attr_from_wire(&req->u.create_qp.init, &a);
+		ret = sr_qp_modify_check(req->u.create_qp.type, IBV_QPS_RESET, &a, mask, &qp_limits,
+					 &next);
+		if (ret)
+			return ret;
+		if (mask & IBV_QP_CAP)
+			return -EINVAL;
+	}
+	ret = do_create_qp(d, c, req, rep);
+	rep->u.qp.state = IBV_QPS_RESET;
+	if (ret || !mask)
+		return ret;
+	qp = sr_arena_at(d->arena, rep->u.qp.off);
+	if (!qp_lock(qp))
+		return 0; /* nobody holds a new QP's locks; else the library moves it */
+	qp_modify_apply(d, qp, &a, mask, next);
+	qp_unlock(qp);
+	rep->u.qp.state = next;
+	return 0;
+}
+
+static bool same_process(const struct sr_client *a, const struct sr_client *c)
+{
+	return a && a->pid == c->pid && a->uid == c->uid;
+}
+
+/* A QP of the process c belongs to, made or opened through any of its
+ * connections (librdmacm's is not the one its verbs context uses). */
+static struct sr_obj *qp_of_process(struct sr_daemon *d, struct sr_client *c, uint32_t qpn)
+{
+	struct sr_obj *o = sr_obj_lookup(d, SR_OBJ_QP, qpn);
+
+	if (!o || same_process(o->owner, c))
+		return o;
+	for (struct sr_obj *r = o->refs; r; r = r->ref_next)
+		if (same_process(r->owner, c))
+			return o;
+	return NULL;
+}
+
+int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_moves *m)
+{
+	struct sr_obj *o;
+	struct sr_qp_shm *qp;
+	int ret = 0;
+
+	if (!m->n)
+		return 0;
+	o = qp_of_process(d, c, m->qpn);
+	if (!o || m->n > SR_CM_QP_MOVES)
+		return -EINVAL;
+	qp = sr_arena_at(d->arena, o->u.shm.off);
+	if (!qp_lock(qp))
+		return SR_RETRY; /* nothing moved yet: run again as a whole */
+	for (uint32_t i = 0; i < m->n && !ret; i++) {
+		enum ibv_qp_state next;
+		struct ibv_qp_attr a;
+
+		sr_qp_attr_from_wire(&m->attr[i], &a);
+		ret = qp_modify_check(qp, &a, m->mask[i], &next);
+		if (!ret)
+			qp_modify_apply(d, qp, &a, m->mask[i], next);
+	}
+	qp_unlock(qp);
+	return ret;
 }
 
 static void mcast_detach_qp(struct sr_daemon *d, uint32_t qpn, const uint8_t *gid);
@@ -1781,7 +1890,7 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		ret = do_destroy(d, c, SR_OBJ_CQ, req->handle);
 		break;
 	case SR_OP_CREATE_QP:
-		ret = do_create_qp(d, c, req, &rep);
+		ret = do_create_qp_init(d, c, req, &rep);
 		break;
 	case SR_OP_MODIFY_QP:
 		ret = do_modify_qp(d, c, req, &rep);

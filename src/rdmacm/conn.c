@@ -9,6 +9,9 @@
  *   rdma_accept           RTR, RTS before the REP goes out, so data may come
  *                         before the RTU
  *   REJECTED, disconnect  ERR
+ * The moves around a CM step travel in that step's request (ACCEPT and
+ * ESTABLISH carry RTR and RTS, DISCONNECT carries ERR; request_at_rts):
+ * the daemon makes them first, so they cost no round trip of their own.
  * PSNs are random 24-bit numbers per connection: each side's send queue
  * starts at its own, its receive queue at the peer's (IBTA 12.7.26).
  */
@@ -18,6 +21,7 @@
 
 #include "core/idalloc.h"
 #include "rdmacm/internal.h"
+#include "verbs/cm_hooks.h"
 
 static uint8_t dev_max_resp(void)
 {
@@ -135,8 +139,70 @@ static int to_rts(struct cm_id *id)
 	return ret;
 }
 
+/* The RTR and RTS moves of the id's QP, for the daemon to make before the
+ * CM step req asks for: 0 or -errno. */
+static int add_moves(struct cm_id *id, struct sr_req *req)
+{
+	static const enum ibv_qp_state to[SR_CM_QP_MOVES] = {IBV_QPS_RTR, IBV_QPS_RTS};
+	struct sr_cm_qp_moves *m = &req->u.cm.qp;
+
+	for (int i = 0; i < SR_CM_QP_MOVES; i++) {
+		struct ibv_qp_attr a = {.qp_state = to[i]};
+		int mask;
+
+		if (rdma_init_qp_attr(&id->id, &a, &mask))
+			return -errno;
+		sr_qp_attr_to_wire(&a, &m->attr[i]);
+		m->mask[i] = (uint32_t)mask;
+	}
+	m->qpn = id->id.qp->qp_num;
+	m->n = SR_CM_QP_MOVES;
+	return 0;
+}
+
+/*
+ * The id's QP to RTS, then the CM step req asks for (ACCEPT, ESTABLISH),
+ * in one round trip: the daemon makes the moves first and the step only
+ * if they succeed (sr_cm_qp_moves).  0 or -errno; *at_rts says whether
+ * the QP got there (if not, the step was not made).  Without the verbs
+ * library's hook the moves are ibv_modify_qp calls of their own.
+ */
+static int request_at_rts(struct cm_id *id, struct sr_req *req, bool *at_rts)
+{
+	struct ibv_qp *qp = id->id.qp;
+	const struct sr_verbs_hooks *h = sr_verbs_hooks_of(qp->context);
+	enum ibv_qp_state was;
+	struct sr_rep rep;
+	int ret;
+
+	*at_rts = false;
+	if (!h) {
+		ret = to_rts(id);
+		if (ret)
+			return ret;
+		*at_rts = true;
+		return cm_id_request(id, req, &rep);
+	}
+	/* rdma-core re-applies INIT first: the QP may have been reset */
+	if (qp->state == IBV_QPS_RESET) {
+		ret = cm_modify_qp(id, IBV_QPS_INIT);
+		if (ret)
+			return ret;
+	}
+	ret = add_moves(id, req);
+	if (ret)
+		return ret;
+	was = qp->state;
+	ret = cm_id_request(id, req, &rep);
+	h->qp_moved(qp, was); /* the library's view of the QP, as ibv_modify_qp leaves it */
+	*at_rts = qp->state == IBV_QPS_RTS;
+	return ret;
+}
+
 int cm_conn_response(struct cm_id *id)
 {
+	struct sr_req req;
+	bool at_rts;
 	int ret;
 
 	/* what we asked for, bounded by what the peer accepted */
@@ -144,13 +210,13 @@ int cm_conn_response(struct cm_id *id)
 		id->init_depth = id->peer_resp_res;
 	if (id->peer_init_depth < id->resp_res)
 		id->resp_res = id->peer_init_depth;
-	ret = to_rts(id);
-	if (ret) {
+	cm_req_init(&req, SR_OP_CM_ESTABLISH, id->handle);
+	ret = request_at_rts(id, &req, &at_rts);
+	if (ret && !at_rts) {
 		cm_qp_to_err(id);
 		cm_id_op_events(id, SR_OP_CM_REJECT);
-		return ret;
 	}
-	return cm_id_op_events(id, SR_OP_CM_ESTABLISH);
+	return ret;
 }
 
 /* The conn_param rules of rdma-core (CM.md 1.1): NULL = device maxima,
@@ -256,19 +322,22 @@ int rdma_accept(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	ret = take_param(id, p, true);
 	if (ret)
 		return cm_err(-ret);
-	if (cid->qp && cid->qp_type != IBV_QPT_UD) {
-		ret = to_rts(id);
-		if (ret) {
-			cm_qp_to_err(id);
-			rdma_reject(cid, NULL, 0);
-			return cm_err(-ret);
-		}
-	}
 	cm_req_init(&req, SR_OP_CM_ACCEPT, id->handle);
 	fill_req(id, &req, p);
 	if (cid->qp_type == IBV_QPT_UD && !cid->qp && !(p && p->qp_num))
 		return cm_err(EINVAL);
-	ret = cm_id_request(id, &req, &rep);
+	if (cid->qp && cid->qp_type != IBV_QPT_UD) {
+		/* RTR and RTS before the REP goes out, in the ACCEPT's round trip */
+		bool at_rts;
+
+		ret = request_at_rts(id, &req, &at_rts);
+		if (ret && !at_rts) {
+			cm_qp_to_err(id);
+			rdma_reject(cid, NULL, 0);
+		}
+	} else {
+		ret = cm_id_request(id, &req, &rep);
+	}
 	if (ret)
 		return cm_err(-ret);
 	if (cid->qp_type == IBV_QPT_UD)
@@ -311,6 +380,35 @@ int rdma_establish(struct rdma_cm_id *cid)
 	return ret ? cm_err(-ret) : 0;
 }
 
+/* The QP to ERR first, then the DREQ (or DREP): one round trip where the
+ * verbs library lets the DISCONNECT carry the move (a failed move is
+ * ignored, as cm_qp_to_err ignores it). */
+static int disconnect_request(struct cm_id *id)
+{
+	struct ibv_qp *qp = id->id.qp;
+	const struct sr_verbs_hooks *h =
+	    qp && id->id.qp_type != IBV_QPT_UD ? sr_verbs_hooks_of(qp->context) : NULL;
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	enum ibv_qp_state was;
+	struct sr_req req;
+	struct sr_rep rep;
+	int ret;
+
+	if (!h) {
+		cm_qp_to_err(id);
+		return cm_id_op_events(id, SR_OP_CM_DISCONNECT);
+	}
+	cm_req_init(&req, SR_OP_CM_DISCONNECT, id->handle);
+	req.u.cm.qp.qpn = qp->qp_num;
+	req.u.cm.qp.n = 1;
+	req.u.cm.qp.mask[0] = IBV_QP_STATE;
+	sr_qp_attr_to_wire(&a, &req.u.cm.qp.attr[0]);
+	was = qp->state;
+	ret = cm_id_request(id, &req, &rep);
+	h->qp_moved(qp, was);
+	return ret;
+}
+
 int rdma_disconnect(struct rdma_cm_id *cid)
 {
 	struct cm_id *id = (struct cm_id *)cid;
@@ -318,8 +416,7 @@ int rdma_disconnect(struct rdma_cm_id *cid)
 
 	if (!id)
 		return cm_err(EINVAL);
-	cm_qp_to_err(id);
-	ret = cm_id_op_events(id, SR_OP_CM_DISCONNECT);
+	ret = disconnect_request(id);
 	if (ret)
 		return cm_err(-ret);
 	/* a synchronous id waits for its DISCONNECTED, unless it was had */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "rdmacm/internal.h"
+#include "verbs/cm_hooks.h"
 
 static void destroy_cqs(struct cm_id *id)
 {
@@ -74,7 +75,8 @@ static int create_cqs(struct cm_id *id, uint32_t send_size, uint32_t recv_size, 
 
 static int qp_initial_state(struct cm_id *id)
 {
-	int ret = cm_modify_qp(id, IBV_QPS_INIT);
+	/* INIT as a rule made with the QP (create_qp) */
+	int ret = id->id.qp->state == IBV_QPS_INIT ? 0 : cm_modify_qp(id, IBV_QPS_INIT);
 
 	if (!ret && id->id.qp_type == IBV_QPT_UD) {
 		ret = cm_modify_qp(id, IBV_QPS_RTR);
@@ -101,6 +103,19 @@ static struct ibv_xrcd *default_xrcd(void)
 		cm_g.xrcd = ibv_open_xrcd(cm_g.verbs, &a);
 	pthread_mutex_unlock(&lock);
 	return cm_g.xrcd;
+}
+
+/* ibv_create_qp_ex and, in the same round trip where our libibverbs
+ * offers it (cm_hooks.h), the move to INIT that qp_initial_state makes. */
+static struct ibv_qp *create_qp(struct cm_id *id, struct ibv_qp_init_attr_ex *attr)
+{
+	const struct sr_verbs_hooks *h = sr_verbs_hooks_of(id->id.verbs);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT};
+	int mask;
+
+	if (!h || rdma_init_qp_attr(&id->id, &a, &mask))
+		return ibv_create_qp_ex(id->id.verbs, attr);
+	return h->create_qp_init(id->id.verbs, attr, &a, mask);
 }
 
 int rdma_create_qp_ex(struct rdma_cm_id *cid, struct ibv_qp_init_attr_ex *attr)
@@ -155,7 +170,7 @@ int rdma_create_qp_ex(struct rdma_cm_id *cid, struct ibv_qp_init_attr_ex *attr)
 	if (!attr->srq && cid->srq && attr->qp_type != IBV_QPT_XRC_SEND)
 		attr->srq = cid->srq;
 create:
-	qp = ibv_create_qp_ex(cid->verbs, attr);
+	qp = create_qp(id, attr);
 	if (!qp) {
 		ret = errno;
 		destroy_cqs(id);

@@ -184,6 +184,9 @@ int sr_cq_modify(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr);
 
 /* qp.c */
 struct ibv_qp *sr_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr);
+/* The hook of cm_hooks.h: ibv_create_qp_ex, and the modify init made with it. */
+struct ibv_qp *sr_create_qp_init(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+				 const struct ibv_qp_attr *init, int init_mask);
 
 /* srq.c */
 struct ibv_srq *sr_create_srq_ex(struct ibv_context *context, struct ibv_srq_init_attr_ex *attr);
@@ -210,5 +213,7 @@ int sr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
 void sr_cq_ex_init(struct sr_cq *cq);
 void sr_qp_ex_init(struct sr_qp *qp);
 void sr_qp_flush(struct sr_context *ctx, struct sr_qp *qp);
+/* The hook of cm_hooks.h: the daemon moved qp from state was for librdmacm. */
+void sr_qp_moved_elsewhere(struct ibv_qp *qp, enum ibv_qp_state was);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "verbs/cm_hooks.h"
 #include "verbs/internal.h"
 
 #define UNSUPPORTED_PTR                                                                            \
@@ -181,6 +182,13 @@ static struct ibv_flow *abi_create_flow(struct ibv_qp *qp, struct ibv_flow_attr 
 	UNSUPPORTED_PTR;
 }
 
+/* librdmacm's way in, through verbs_context.priv (cm_hooks.h) */
+static const struct sr_verbs_hooks sr_cm_hooks = {
+    .magic = SR_VERBS_HOOKS_MAGIC,
+    .qp_moved = sr_qp_moved_elsewhere,
+    .create_qp_init = sr_create_qp_init,
+};
+
 void sr_ctx_set_ops(struct sr_context *ctx)
 {
 	struct verbs_context *v = &ctx->vctx;
@@ -245,7 +253,7 @@ void sr_ctx_set_ops(struct sr_context *ctx)
 	v->create_wq = dummy_create_wq;
 	v->query_rt_values = query_rt_values;
 	v->create_cq_ex = sr_create_cq_ex;
-	v->priv = NULL;
+	v->priv = (struct verbs_ex_private *)(uintptr_t)&sr_cm_hooks;
 	v->query_device_ex = sr_query_device_ex;
 	v->ibv_destroy_flow = dummy_destroy_flow;
 	v->ABI_placeholder2 = (void (*)(void))dummy_destroy_flow; /* old binaries' destroy_flow */

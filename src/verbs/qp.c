@@ -19,7 +19,10 @@
 	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |                 \
 	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV)
 
-static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
+/* init, if not NULL: a modify (mask init_mask) the daemon makes on the new
+ * QP at once (librdmacm's INIT, cm_hooks.h). */
+static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+			       const struct ibv_qp_attr *init, int init_mask)
 {
 	struct sr_context *ctx = to_sctx(context);
 	struct sr_req req;
@@ -83,6 +86,10 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 	req.u.create_qp.cap.max_send_sge = attr->cap.max_send_sge;
 	req.u.create_qp.cap.max_recv_sge = attr->cap.max_recv_sge;
 	req.u.create_qp.cap.max_inline_data = attr->cap.max_inline_data;
+	if (init) {
+		req.u.create_qp.init_mask = (uint32_t)init_mask;
+		sr_qp_attr_to_wire(init, &req.u.create_qp.init);
+	}
 	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
 		free(qp);
@@ -106,7 +113,7 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 	q->srq = xrc_recv || xrc_send ? NULL : attr->srq;
 	q->handle = rep.handle;
 	q->qp_num = rep.handle;
-	q->state = IBV_QPS_RESET;
+	q->state = init ? rep.u.qp.state : IBV_QPS_RESET;
 	q->qp_type = attr->qp_type;
 	pthread_mutex_init(&q->mutex, NULL);
 	pthread_cond_init(&q->cond, NULL);
@@ -137,14 +144,16 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init
 	memcpy(&ex, qp_init_attr, sizeof(*qp_init_attr));
 	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
 	ex.pd = pd;
-	qp = qp_create(pd->context, &ex);
+	qp = qp_create(pd->context, &ex, NULL, 0);
 	if (!qp)
 		return NULL;
 	qp_init_attr->cap = ex.cap;
 	return &qp->qpx.qp_base;
 }
 
-struct ibv_qp *sr_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
+/* ibv_create_qp_ex, and a modify made with it (cm_hooks.h) */
+static struct ibv_qp *create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+				   const struct ibv_qp_attr *init, int init_mask)
 {
 	struct sr_qp *qp;
 
@@ -170,8 +179,19 @@ struct ibv_qp *sr_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_a
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	qp = qp_create(context, attr);
+	qp = qp_create(context, attr, init, init_mask);
 	return qp ? &qp->qpx.qp_base : NULL;
+}
+
+struct ibv_qp *sr_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr)
+{
+	return create_qp_ex(context, attr, NULL, 0);
+}
+
+struct ibv_qp *sr_create_qp_init(struct ibv_context *context, struct ibv_qp_init_attr_ex *attr,
+				 const struct ibv_qp_attr *init, int init_mask)
+{
+	return create_qp_ex(context, attr, init, init_mask);
 }
 
 struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
@@ -182,27 +202,10 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 	return NULL;
 }
 
-int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+/* What follows a move of the QP from state was to qp->state, once the
+ * daemon made it. */
+static void qp_moved(struct sr_context *ctx, struct ibv_qp *qp, uint32_t was)
 {
-	struct sr_context *ctx;
-	struct sr_req req;
-	struct sr_rep rep;
-	uint32_t was;
-	int ret;
-
-	if (!qp || !attr)
-		return EINVAL;
-	ctx = to_sctx(qp->context);
-	was = atomic_load_explicit(&to_sqp(qp)->shm->state, memory_order_acquire);
-	memset(&req, 0, sizeof(req));
-	req.op = SR_OP_MODIFY_QP;
-	req.handle = qp->qp_num;
-	req.u.modify_qp.attr_mask = attr_mask;
-	sr_qp_attr_to_wire(attr, &req.u.modify_qp.attr);
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
-	if (ret)
-		return -ret;
-	qp->state = rep.u.modify_qp.state;
 	if (qp->state == IBV_QPS_RTS &&
 	    (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_SEND)) {
 		/* the daemon held our sq_lock: a responder's post_recv that
@@ -232,7 +235,37 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, to_sqp(qp)->shm->dest_qpn));
 		sr_epoch_exit();
 	}
+}
+
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct sr_context *ctx;
+	struct sr_req req;
+	struct sr_rep rep;
+	uint32_t was;
+	int ret;
+
+	if (!qp || !attr)
+		return EINVAL;
+	ctx = to_sctx(qp->context);
+	was = atomic_load_explicit(&to_sqp(qp)->shm->state, memory_order_acquire);
+	memset(&req, 0, sizeof(req));
+	req.op = SR_OP_MODIFY_QP;
+	req.handle = qp->qp_num;
+	req.u.modify_qp.attr_mask = attr_mask;
+	sr_qp_attr_to_wire(attr, &req.u.modify_qp.attr);
+	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	if (ret)
+		return -ret;
+	qp->state = rep.u.modify_qp.state;
+	qp_moved(ctx, qp, was);
 	return 0;
+}
+
+void sr_qp_moved_elsewhere(struct ibv_qp *qp, enum ibv_qp_state was)
+{
+	qp->state = atomic_load_explicit(&to_sqp(qp)->shm->state, memory_order_acquire);
+	qp_moved(to_sctx(qp->context), qp, was);
 }
 
 int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,

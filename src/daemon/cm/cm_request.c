@@ -370,6 +370,25 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 	}
 }
 
+/* ACCEPT and ESTABLISH may carry the QP moves librdmacm makes just before
+ * them (RTR, RTS): made first, and the step only if they all succeed, so
+ * a connection's QP moves cost no round trip of their own.  DISCONNECT
+ * may carry the move to ERR, which librdmacm never let fail it. */
+static int qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req)
+{
+	int ret;
+
+	if (req->op != SR_OP_CM_ACCEPT && req->op != SR_OP_CM_ESTABLISH &&
+	    req->op != SR_OP_CM_DISCONNECT)
+		return 0;
+	if (!req->u.cm.qp.n)
+		return 0;
+	if (!sr_cm_id_owned(d, c, req->handle))
+		return -EINVAL;
+	ret = sr_qp_moves(d, c, &req->u.cm.qp);
+	return ret && ret != SR_RETRY && req->op == SR_OP_CM_DISCONNECT ? 0 : ret;
+}
+
 int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		  int nfds, struct sr_rep *rep)
 {
@@ -377,7 +396,11 @@ int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req 
 
 	if (!d->cm)
 		return -ENODEV;
-	ret = do_request(d, c, req, fds, nfds, rep);
+	ret = qp_moves(d, c, req);
+	if (ret == SR_RETRY)
+		return SR_RETRY; /* nothing done: the whole request runs again */
+	if (!ret)
+		ret = do_request(d, c, req, fds, nfds, rep);
 	/* what the request queued goes before its reply, so the events it
 	 * causes are there when the library reads them */
 	sr_cm_mad_run(d);
