@@ -447,7 +447,7 @@ struct sr_arena_hdr {
 	alignas(SR_CACHELINE) _Atomic uint32_t wire_taps;
 	_Atomic uint64_t ud_direct[2];
 	_Atomic uint64_t wire_direct[2]; /* RC packets posting threads sent (wire_tx.c) */
-	_Atomic uint64_t udtx_full; /* queue full: datagram dropped */
+	_Atomic uint64_t udtx_full;	 /* queue full: datagram dropped */
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_head;
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_tail;
 };

@@ -647,9 +647,9 @@ void sr_engine_status(char *buf, size_t len)
 		n += (size_t)snprintf(buf + n, len - n, " %s %llu", name[i], (unsigned long long)v);
 	}
 	if (n < len)
-		n += (size_t)snprintf(
-		    buf + n, len - n, " posted_direct %llu",
-		    (unsigned long long)atomic_load_explicit(&h->wire_direct[0], memory_order_relaxed));
+		n += (size_t)snprintf(buf + n, len - n, " posted_direct %llu",
+				      (unsigned long long)atomic_load_explicit(
+					  &h->wire_direct[0], memory_order_relaxed));
 	if (n < len)
 		n += (size_t)snprintf(
 		    buf + n, len - n, " ud_queue_full %llu",

@@ -163,7 +163,7 @@ struct sr_engine {
 	int db_fd, ep_fd;
 	struct sr_eng_qp **qps; /* [SR_MAX_QPS], by QPN index */
 	struct sr_eng_qp *active;
-	struct sr_eng_qp *acks; /* responders owing an ACK this turn */
+	struct sr_eng_qp *acks;		     /* responders owing an ACK this turn */
 	struct sr_eng_qp *pending, *granted; /* posting threads' sending (req.c) */
 	uint64_t grant_tick;		     /* next look at the granted QPs */
 	uint64_t now;

@@ -828,7 +828,9 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
  * A posting thread may send a single-packet SEND or WRITE of an RC QP
  * itself when the engine has said where the requester stands (the SQ
  * index and PSN of the next WQE) and that nothing else is under way: no
- * rewind, RNR wait or recovery, no WQE half sent, room in the window.  The
+ * rewind, RNR wait or recovery, no WQE half sent, nothing unacknowledged
+ * (one packet at a time: a stream of messages is better batched by the
+ * engine).  The
  * engine holds the QP's wtx_lock whenever it touches the requester, and
  * first takes in what posting threads sent meanwhile as if it had sent it
  * (one PSN per WQE), so ACKs, timers and retransmission work on them as
@@ -923,14 +925,17 @@ bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	sr_shm_lock(&qp->wtx_lock);
 	absorb(e, qp, q);
 	out = (uint32_t)sr_psn_diff(q->npsn, q->una);
+	/* only an idle requester: a posting thread sends one packet per
+	 * syscall, the engine many (GSO, sendmmsg), so a stream of messages
+	 * is the engine's, and a ping-pong's messages leave from their thread */
 	ok = keep && direct_on() && qp->type == IBV_QPT_RC &&
-	     atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS &&
-	     q->req_init && !q->rnr_wait && !q->recovering && !q->regap && !q->soff &&
-	     q->spos == q->hspos && q->npsn == q->hpsn && out < SR_ENG_WINDOW && q->swqe_cnt &&
+	     atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS && q->req_init &&
+	     !q->rnr_wait && !q->recovering && !q->regap && !q->soff && q->spos == q->hspos &&
+	     q->npsn == q->hpsn && !out && !q->rd_out && q->swqe_cnt &&
 	     !atomic_load_explicit(&h->wire_taps, memory_order_relaxed);
 	qp->wtx_spos = q->spos;
 	qp->wtx_npsn = q->npsn;
-	qp->wtx_room = ok ? SR_ENG_WINDOW - out : 0;
+	qp->wtx_room = ok ? 1 : 0;
 	qp->wtx_gen = q->gen;
 	qp->wtx_ok = ok;
 	sr_shm_unlock(&qp->wtx_lock);

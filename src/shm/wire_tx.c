@@ -47,8 +47,8 @@ static bool sendable(const struct sr_qp_shm *s, const struct sr_send_wqe *w)
 
 /* The payload as iovecs into the registered memory (or the WQE, inline);
  * false if a key does not resolve: the engine then fails the WQE. */
-static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s,
-		    const struct sr_send_wqe *w, struct iovec *iov, unsigned *n)
+static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s, const struct sr_send_wqe *w,
+		    struct iovec *iov, unsigned *n)
 {
 	const struct sr_sge_shm *sge = (const void *)(w + 1);
 
@@ -63,8 +63,8 @@ static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s,
 
 		if (!sge[i].length)
 			continue;
-		if (sr_key_resolve(ctx, ctx->arena, sge[i].lkey, sge[i].addr, sge[i].length, 0, s->pd,
-				   s->qpn, false, &p))
+		if (sr_key_resolve(ctx, ctx->arena, sge[i].lkey, sge[i].addr, sge[i].length, 0,
+				   s->pd, s->qpn, false, &p))
 			return false;
 		iov[(*n)++] = (struct iovec){p, sge[i].length};
 	}
@@ -85,7 +85,8 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
 
 	hl += sr_data_ext_put(hdr + hl, op, w->remote_addr, w->rkey, w->total_len, w->imm_or_inv);
 	/* the last packet of a message asks for an ACK, as the engine's do */
-	sr_bth_put(hdr, op, w->flags & SR_WQE_SOLICITED, 0, SR_DEFAULT_PKEY, s->dest_qpn, true, psn);
+	sr_bth_put(hdr, op, w->flags & SR_WQE_SOLICITED, 0, SR_DEFAULT_PKEY, s->dest_qpn, true,
+		   psn);
 	sr_udp_build(&pkt, s->sgid, s->dgid, sport, hdr, hl, iov, n, w->total_len);
 	/* a packet the kernel refuses is lost on the wire: the engine's probe
 	 * and retransmission recover it like any other */
@@ -96,10 +97,13 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
 }
 
 /*
- * Claims the next WQE for this thread, under the lock, if the engine's
+ * Claims the next WQE for this thread under the lock, if the engine's
  * grant covers it and it can go from here: *w, its PSN and payload.  The
- * packet itself is sent after the lock is let go, so that a thread
- * preempted in the kernel's send path does not hold up the engine.
+ * packet is sent after the lock is let go, so that a thread preempted in
+ * the kernel's send path does not hold up the engine.  The grant is for
+ * one packet, and this thread posts the next WQE only after this one has
+ * gone, so the engine's next packet cannot overtake it (a WQE another
+ * thread posts meanwhile might: go-back-N recovers that).
  */
 static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wqe **w,
 		  uint32_t *psn, struct iovec *iov, unsigned *n, bool *all)
@@ -123,6 +127,7 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wq
 			s->wtx_spos++;
 			s->wtx_npsn = sr_psn_add(s->wtx_npsn, 1);
 			s->wtx_room--;
+			*all = s->wtx_spos == head;
 		}
 	}
 	sr_shm_unlock(&s->wtx_lock);
@@ -141,7 +146,7 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	if (s->type != IBV_QPT_RC || atomic_load_explicit(&h->wire_taps, memory_order_relaxed) ||
 	    sr_exec_wire_sock(NULL) < 0)
 		return false;
-	while (claim(ctx, s, &w, &psn, iov, &n, &all))
+	if (claim(ctx, s, &w, &psn, iov, &n, &all))
 		send_wqe(ctx, s, w, psn, iov, n);
 	return all;
 }
