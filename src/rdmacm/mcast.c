@@ -7,9 +7,14 @@
  * Q_Key; the library fills the AH attributes, hands the join's context
  * back as param.ud.private_data, and attaches the id's QP to the MGID when
  * it reports the event, unless the member is send-only.  Leave detaches,
- * and waits until the group's events are acked.
+ * and waits until the group's events are acked.  An AF_IB group
+ * (sockaddr_ib, mckey -M) names its MGID itself; on RoCE that MGID is an
+ * IP group (::ffff:a.b.c.d the IPv4 group a.b.c.d, any other the IPv6
+ * group of its bytes), so the daemon is given that IP group and AF_IB and
+ * IP members of one group share it (docs/architecture.md, "Multicast").
  */
 #include <errno.h>
+#include <infiniband/ib.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +31,29 @@ static bool same_addr(const struct sockaddr *a, const struct sockaddr *b)
 	if (a->sa_family == AF_INET6)
 		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
 			       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+	if (a->sa_family == AF_IB)
+		return !memcmp(&((const struct sockaddr_ib *)a)->sib_addr,
+			       &((const struct sockaddr_ib *)b)->sib_addr, 16);
 	return false;
+}
+
+/* The IP group the daemon joins: an AF_IB group's MGID read as an IP
+ * address (afib.c: IPv4-mapped -> IPv4, else IPv6), an IP group itself.
+ * The daemon's MGID of that IP group is the AF_IB group's MGID again. */
+static int group_ip(const struct sockaddr *a, struct sockaddr_storage *ip)
+{
+	socklen_t len;
+
+	if (a->sa_family == AF_IB) {
+		cm_ib_to_ip((const struct sockaddr_ib *)a, ip);
+		return 0;
+	}
+	len = cm_addr_len(a);
+	if (!len || len > SR_CM_ADDR_LEN)
+		return -EINVAL;
+	memset(ip, 0, sizeof(*ip));
+	memcpy(ip, a, len);
+	return 0;
 }
 
 static void mgid_of(const struct sockaddr *a, uint8_t mgid[16])
@@ -35,6 +62,8 @@ static void mgid_of(const struct sockaddr *a, uint8_t mgid[16])
 	if (a->sa_family == AF_INET) {
 		mgid[10] = mgid[11] = 0xff;
 		memcpy(mgid + 12, &((const struct sockaddr_in *)a)->sin_addr, 4);
+	} else if (a->sa_family == AF_IB) {
+		memcpy(mgid, &((const struct sockaddr_ib *)a)->sib_addr, 16);
 	} else {
 		memcpy(mgid, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
 	}
@@ -44,6 +73,7 @@ int rdma_join_multicast_ex(struct rdma_cm_id *cid, struct rdma_cm_join_mc_attr_e
 			   void *context)
 {
 	struct cm_id *id = (struct cm_id *)cid;
+	struct sockaddr_storage ip;
 	const struct sockaddr *addr;
 	struct cm_mc *mc;
 	struct sr_req req;
@@ -58,10 +88,8 @@ int rdma_join_multicast_ex(struct rdma_cm_id *cid, struct rdma_cm_join_mc_attr_e
 	    attr->join_flags > RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
 		return cm_err(EINVAL);
 	addr = attr->addr;
-	if (addr->sa_family == AF_IB)
-		return cm_err(EAFNOSUPPORT); /* AF_IB is not carried yet */
 	len = cm_addr_len(addr);
-	if (!len || len > SR_CM_ADDR_LEN)
+	if (!len || len > sizeof(mc->addr) || group_ip(addr, &ip))
 		return cm_err(EINVAL);
 	mc = calloc(1, sizeof(*mc));
 	if (!mc)
@@ -72,16 +100,18 @@ int rdma_join_multicast_ex(struct rdma_cm_id *cid, struct rdma_cm_join_mc_attr_e
 	mc->sendonly = attr->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
 	pthread_mutex_lock(&id->lock);
 	for (struct cm_mc *o = id->mcs; o; o = o->next)
-		if (same_addr((struct sockaddr *)&o->addr, addr)) {
+		if (!memcmp(o->mgid, mc->mgid, 16)) {
+			/* the kernel's answer to a second join; an AF_IB and an
+			 * IP join of one group are one group (one attach) */
 			pthread_mutex_unlock(&id->lock);
 			free(mc);
-			return cm_err(EADDRINUSE); /* the kernel's answer to a second join */
+			return cm_err(EADDRINUSE);
 		}
 	mc->next = id->mcs;
 	id->mcs = mc;
 	pthread_mutex_unlock(&id->lock);
 	cm_req_init(&req, SR_OP_CM_JOIN, id->handle);
-	memcpy(req.u.cm.dst, addr, len);
+	memcpy(req.u.cm.dst, &ip, cm_addr_len((struct sockaddr *)&ip));
 	ret = cm_request(&req, &rep, NULL, 0);
 	if (ret) {
 		pthread_mutex_lock(&id->lock);

@@ -11,6 +11,11 @@
  *   cm_afib bind          the service ID's port space rules (PS_IB takes
  *                         a PS_TCP service ID, PS_TCP refuses PS_IB's),
  *                         and an AF_IB REQ to an IP listener: REJECTED 8
+ *   cm_afib mcast         AF_IB multicast joins on an IP-bound id (as
+ *                         mckey -M): the MGID as given, one group with
+ *                         the IP join of ::ffff:a.b.c.d, an IPv6 MGID,
+ *                         and the errors (unbound, zero or unicast MGID,
+ *                         second join, leave of a group not joined)
  * Prints what it saw; exits 0 when all is as expected.
  */
 #include <arpa/inet.h>
@@ -310,13 +315,84 @@ static int case_bind(void)
 	return 0;
 }
 
+static struct sockaddr_ib sib_mgid(const char *mgid)
+{
+	struct sockaddr_ib s = {.sib_family = AF_IB};
+
+	/* as mckey -M: the family and the GID, nothing else */
+	CHECK(inet_pton(AF_INET6, mgid, &s.sib_addr) == 1);
+	return s;
+}
+
+/* Joins @a (AF_IB or IP) and checks its MULTICAST_JOIN: dgid @mgid. */
+static void join_ok(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *a,
+		    const char *mgid, void *ctx)
+{
+	struct rdma_cm_event *ev;
+	char b[INET6_ADDRSTRLEN];
+
+	CHECK(rdma_join_multicast(id, a, ctx) == 0);
+	ev = expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN);
+	inet_ntop(AF_INET6, ev->param.ud.ah_attr.grh.dgid.raw, b, sizeof(b));
+	printf("join (%s): dgid %s qp_num 0x%x qkey 0x%x global %d\n",
+	       a->sa_family == AF_IB ? "AF_IB" : "IP", b, ev->param.ud.qp_num, ev->param.ud.qkey,
+	       ev->param.ud.ah_attr.is_global);
+	CHECK(!strcmp(b, mgid) && ev->param.ud.ah_attr.is_global);
+	CHECK(ev->param.ud.qp_num == 0xFFFFFF && ev->param.ud.qkey == 0x01234567);
+	CHECK(ev->param.ud.private_data == ctx);
+	rdma_ack_cm_event(ev);
+}
+
+static void join_fails(struct rdma_cm_id *id, struct sockaddr *a, int err, const char *what)
+{
+	errno = 0;
+	CHECK(rdma_join_multicast(id, a, NULL) == -1);
+	printf("%s: errno %d (%s)\n", what, errno, strerror(errno));
+	CHECK(errno == err);
+}
+
+static int case_mcast(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in grp = {.sin_family = AF_INET};
+	struct sockaddr_ib g4 = sib_mgid("::ffff:239.1.2.3"), g6 = sib_mgid("ff0e::1234");
+	struct sockaddr_ib zero = sib_mgid("::"), uni = sib_mgid("::ffff:127.0.0.1");
+	struct rdma_cm_id *id;
+	int ctx;
+
+	CHECK(inet_pton(AF_INET, "239.1.2.3", &grp.sin_addr) == 1);
+	CHECK(ch && rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == 0);
+	join_fails(id, (struct sockaddr *)&g4, EINVAL, "AF_IB join, id not bound");
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&lo) == 0);
+	join_fails(id, (struct sockaddr *)&zero, EINVAL, "AF_IB join, zero MGID");
+	join_fails(id, (struct sockaddr *)&uni, EINVAL, "AF_IB join, unicast MGID");
+	join_ok(ch, id, (struct sockaddr *)&g4, "::ffff:239.1.2.3", &ctx);
+	join_fails(id, (struct sockaddr *)&grp, EADDRINUSE, "IP join of the AF_IB member's group");
+	join_fails(id, (struct sockaddr *)&g4, EADDRINUSE, "AF_IB join again");
+	join_ok(ch, id, (struct sockaddr *)&g6, "ff0e::1234", NULL);
+	/* leave finds the group by the address it was joined with (rdma-core) */
+	CHECK(rdma_leave_multicast(id, (struct sockaddr *)&grp) == -1 && errno == EADDRNOTAVAIL);
+	printf("IP leave of an AF_IB member: EADDRNOTAVAIL\n");
+	CHECK(rdma_leave_multicast(id, (struct sockaddr *)&g4) == 0);
+	CHECK(rdma_leave_multicast(id, (struct sockaddr *)&g4) == -1 && errno == EADDRNOTAVAIL);
+	join_ok(ch, id, (struct sockaddr *)&grp, "::ffff:239.1.2.3", &ctx);
+	CHECK(rdma_leave_multicast(id, (struct sockaddr *)&grp) == 0);
+	CHECK(rdma_leave_multicast(id, (struct sockaddr *)&g6) == 0);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
 		int (*run)(void);
-	} cases[] = {
-	    {"getaddrinfo", case_getaddrinfo}, {"connect", case_connect}, {"bind", case_bind}};
+	} cases[] = {{"getaddrinfo", case_getaddrinfo},
+		     {"connect", case_connect},
+		     {"bind", case_bind},
+		     {"mcast", case_mcast}};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (size_t i = 0; argc == 2 && i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -327,6 +403,6 @@ int main(int argc, char **argv)
 			return ret;
 		}
 	}
-	fprintf(stderr, "usage: %s getaddrinfo|connect|bind\n", argv[0]);
+	fprintf(stderr, "usage: %s getaddrinfo|connect|bind|mcast\n", argv[0]);
 	return 2;
 }
