@@ -53,8 +53,9 @@ struct sr_pcap;
 /* While posting threads may send a QP's WQEs, the engine takes in what they
  * sent (and arms its timers) at least this often, and withdraws the grant
  * after SR_ENG_GRANT_IDLE_NS without anything sent or acknowledged. */
-#define SR_ENG_GRANT_TICK_NS 1000000
-#define SR_ENG_GRANT_IDLE_NS 100000000
+#define SR_ENG_GRANT_TICK_NS  1000000
+#define SR_ENG_GRANT_IDLE_NS  100000000
+#define SR_ENG_GRANT_QUIET_NS 10000000
 
 /* Port counters of the engine (`softrdma status`). */
 enum sr_eng_cnt {
@@ -106,6 +107,15 @@ struct sr_eng_qp {
 	bool grant_pending, granted;
 	struct sr_eng_qp *next_pending, *next_granted;
 	uint64_t direct_at;
+	/* until PSN direct_end is acknowledged nothing new goes after a
+	 * packet a posting thread sent: it left through another socket and
+	 * maybe another CPU's backlog, and a packet of ours sent right after
+	 * could arrive first (a sequence NAK, a retransmission) */
+	bool direct_wait;
+	uint32_t direct_end;
+	/* a stream, not a ping-pong, was held up behind one: no grants until
+	 * then (the engine batches a stream better than one packet per call) */
+	uint64_t direct_quiet_until;
 	uint16_t sport; /* UDP source port (the pool socket's) */
 	int sock;
 

@@ -331,7 +331,12 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	/* the SQ was flushed or reset under us: start from its tail */
 	if ((int32_t)(q->spos - qp->exec_pos) < 0)
 		req_init(qp, q);
-	while (q->spos != head) {
+	if (q->direct_wait && sr_psn_diff(q->una, q->direct_end) >= 0) {
+		q->direct_wait = false;
+		if (q->spos != head) /* WQEs waited behind it: a stream */
+			q->direct_quiet_until = e->now + SR_ENG_GRANT_QUIET_NS;
+	}
+	while (q->spos != head && !q->direct_wait) {
 		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, q->spos);
 		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
 
@@ -874,6 +879,8 @@ static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 	}
 	q->since_ack = 0;
 	q->direct_at = e->now;
+	q->direct_wait = true;
+	q->direct_end = q->npsn;
 	if (!q->deadline)
 		arm_timer(e, qp, q);
 }
@@ -932,6 +939,7 @@ bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	     atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS && q->req_init &&
 	     !q->rnr_wait && !q->recovering && !q->regap && !q->soff && q->spos == q->hspos &&
 	     q->npsn == q->hpsn && !out && !q->rd_out && q->swqe_cnt &&
+	     e->now >= q->direct_quiet_until &&
 	     !atomic_load_explicit(&h->wire_taps, memory_order_relaxed);
 	qp->wtx_spos = q->spos;
 	qp->wtx_npsn = q->npsn;
