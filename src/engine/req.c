@@ -336,11 +336,16 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		if (q->spos != head) /* WQEs waited behind it: a stream */
 			q->direct_quiet_until = e->now + SR_ENG_GRANT_QUIET_NS;
 	}
-	while (q->spos != head && !q->direct_wait) {
+	while (q->spos != head) {
 		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, q->spos);
 		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
 
 		bool read = w->opcode == IBV_WR_RDMA_READ;
+
+		/* nothing past a posting thread's packet before its ACK (a
+		 * resend of it, after a rewind, goes) */
+		if (q->direct_wait && sr_psn_diff(q->npsn, q->direct_end) >= 0)
+			break;
 
 		if (q->soff == 0) {
 			/* a WQE starts: fence (C10-xx), the window (a READ: per chunk) */
