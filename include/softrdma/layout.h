@@ -347,6 +347,15 @@ struct sr_qp_shm {
 	 * store, no locked instruction: no cache line shared host-wide on the
 	 * data path); `softrdma status` adds them up. */
 	_Atomic uint64_t cnt[SR_CNT_MAX];
+	/* RoCEv2 requester, shared by the engine and posting threads
+	 * (src/shm/wire_tx.c): under wtx_lock the engine publishes where its
+	 * requester stands, and whether a posting thread may itself send the
+	 * WQE at SQ index wtx_spos as PSN wtx_npsn (wtx_ok, for wire_gen
+	 * wtx_gen, with wtx_room PSNs left in the window); a thread that does
+	 * moves wtx_spos and wtx_npsn on, and the engine takes those WQEs into
+	 * its own state the next time it holds the lock */
+	alignas(SR_CACHELINE) struct sr_lock wtx_lock;
+	uint32_t wtx_ok, wtx_gen, wtx_spos, wtx_npsn, wtx_room;
 	/* data path, responder side: written by executors delivering to this
 	 * QP (post_recv writes only rq's producer line), on its own line */
 	alignas(SR_CACHELINE) struct sr_lock rq_lock; /* consumers of the RQ (executors, flush) */
@@ -437,7 +446,8 @@ struct sr_arena_hdr {
 	 * `softrdma status` adds to the engine's tx counters */
 	alignas(SR_CACHELINE) _Atomic uint32_t wire_taps;
 	_Atomic uint64_t ud_direct[2];
-	_Atomic uint64_t udtx_full; /* queue full: datagram dropped */
+	_Atomic uint64_t wire_direct[2]; /* RC packets posting threads sent (wire_tx.c) */
+	_Atomic uint64_t udtx_full;	 /* queue full: datagram dropped */
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_head;
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_tail;
 };

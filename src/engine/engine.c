@@ -80,6 +80,8 @@ struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 	struct sr_eng_qp *next_active = q->next_active, *next_ack = q->next_ack;
 	bool on_ack = q->on_ack;
 	struct sr_qp_shm *ack_qp = q->ack_qp;
+	bool grant_pending = q->grant_pending, granted = q->granted;
+	struct sr_eng_qp *next_pending = q->next_pending, *next_granted = q->next_granted;
 
 	memset(q, 0, sizeof(*q));
 	q->swqe = sw;
@@ -89,6 +91,10 @@ struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 	q->next_ack = next_ack;
 	q->on_ack = on_ack;
 	q->ack_qp = ack_qp;
+	q->grant_pending = grant_pending; /* still linked: the walks drop it */
+	q->granted = granted;
+	q->next_pending = next_pending;
+	q->next_granted = next_granted;
 	q->qpn = qp->qpn;
 	q->off = off;
 	q->gen = gen;
@@ -105,6 +111,78 @@ void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q)
 	q->active = true;
 	q->next_active = e->active;
 	e->active = q;
+}
+
+/* ---- posting threads' sending (req.c sr_eng_req_grant) ---- */
+
+void sr_eng_grant_later(struct sr_engine *e, struct sr_eng_qp *q)
+{
+	if (q->grant_pending)
+		return;
+	q->grant_pending = true;
+	q->next_pending = e->pending;
+	e->pending = q;
+}
+
+/* The QP q stands for now, or NULL if it is gone or its slot reused. */
+static struct sr_qp_shm *qp_of(struct sr_engine *e, struct sr_eng_qp *q)
+{
+	struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, q->qpn);
+
+	if (!qp || e->qps[sr_qpn_index(q->qpn) % SR_MAX_QPS] != q || sr_eng_qp_get(e, qp) != q)
+		return NULL;
+	return qp;
+}
+
+static void granted_add(struct sr_engine *e, struct sr_eng_qp *q)
+{
+	if (q->granted)
+		return;
+	q->granted = true;
+	q->next_granted = e->granted;
+	e->granted = q;
+	if (!e->grant_tick)
+		e->grant_tick = e->now + SR_ENG_GRANT_TICK_NS;
+}
+
+/* End of a turn, the engine's packets sent: the grants of the QPs it ran. */
+static void grant_turn(struct sr_engine *e)
+{
+	while (e->pending) {
+		struct sr_eng_qp *q = e->pending;
+		struct sr_qp_shm *qp;
+
+		e->pending = q->next_pending;
+		q->grant_pending = false;
+		qp = qp_of(e, q);
+		if (qp && qp->wire && sr_eng_req_grant(e, qp, q, true))
+			granted_add(e, q);
+	}
+}
+
+/* Every SR_ENG_GRANT_TICK_NS while grants are out: take in what posting
+ * threads sent (its timers start then: a lost packet is probed), and
+ * withdraw the grants of QPs idle for SR_ENG_GRANT_IDLE_NS. */
+static void grant_tick(struct sr_engine *e)
+{
+	struct sr_eng_qp **pp = &e->granted;
+
+	if (!e->granted || e->now < e->grant_tick)
+		return;
+	while (*pp) {
+		struct sr_eng_qp *q = *pp;
+		struct sr_qp_shm *qp = qp_of(e, q);
+		bool keep = qp && qp->wire &&
+			    (e->now - q->direct_at < SR_ENG_GRANT_IDLE_NS || q->una != q->npsn);
+
+		if (qp && sr_eng_req_grant(e, qp, q, keep)) {
+			pp = &q->next_granted;
+			continue;
+		}
+		*pp = q->next_granted;
+		q->granted = false;
+	}
+	e->grant_tick = e->granted ? e->now + SR_ENG_GRANT_TICK_NS : 0;
 }
 
 /* ---- transmit ---- */
@@ -496,6 +574,7 @@ static void *engine_main(void *arg)
 		sr_eng_gsi_turn(e); /* the CM agent's MADs (gsi.c) */
 		busy = rx_batch(e);
 		e->now = now_ns();
+		grant_tick(e);
 		next = run_timers(e);
 		sr_eng_flush_tx(e);
 		/* packets held by fault injection, released after the batch */
@@ -505,6 +584,9 @@ static void *engine_main(void *arg)
 			if (!next || held < next)
 				next = held;
 		}
+		grant_turn(e); /* after the flush: no posting thread overtakes it */
+		if (e->grant_tick && (!next || e->grant_tick < next))
+			next = e->grant_tick;
 		sr_epoch_exit();
 		if (busy || !sr_db_empty(h))
 			continue;
@@ -556,12 +638,18 @@ void sr_engine_status(char *buf, size_t len)
 	for (int i = 0; i < SR_ENG_CNT_MAX && n < len; i++) {
 		uint64_t v = atomic_load_explicit(&e->cnt[i], memory_order_relaxed);
 
-		/* UD datagrams that posting threads sent themselves */
+		/* UD datagrams and RC packets that posting threads sent themselves */
 		if (i == SR_ENG_TX_PKTS || i == SR_ENG_TX_BYTES)
 			v += atomic_load_explicit(&h->ud_direct[i == SR_ENG_TX_BYTES],
+						  memory_order_relaxed) +
+			     atomic_load_explicit(&h->wire_direct[i == SR_ENG_TX_BYTES],
 						  memory_order_relaxed);
 		n += (size_t)snprintf(buf + n, len - n, " %s %llu", name[i], (unsigned long long)v);
 	}
+	if (n < len)
+		n += (size_t)snprintf(buf + n, len - n, " posted_direct %llu",
+				      (unsigned long long)atomic_load_explicit(
+					  &h->wire_direct[0], memory_order_relaxed));
 	if (n < len)
 		n += (size_t)snprintf(
 		    buf + n, len - n, " ud_queue_full %llu",

@@ -50,6 +50,12 @@ struct sr_pcap;
 #define SR_ENG_RX_BATCH	    32		   /* buffers per recvmmsg */
 #define SR_ENG_RX_BUF	    65536	   /* one GRO buffer: up to 64 KiB of datagrams */
 #define SR_ENG_SOCKS	    8		   /* source-port pool: a QP sends from socks[qpn % 8] */
+/* While posting threads may send a QP's WQEs, the engine takes in what they
+ * sent (and arms its timers) at least this often, and withdraws the grant
+ * after SR_ENG_GRANT_IDLE_NS without anything sent or acknowledged. */
+#define SR_ENG_GRANT_TICK_NS  1000000
+#define SR_ENG_GRANT_IDLE_NS  100000000
+#define SR_ENG_GRANT_QUIET_NS 10000000
 
 /* Port counters of the engine (`softrdma status`). */
 enum sr_eng_cnt {
@@ -94,6 +100,22 @@ struct sr_eng_qp {
 	/* the QP object owing it: valid to the end of the engine's reader
 	 * section even if the owner destroys the QP meanwhile (shm/epoch.h) */
 	struct sr_qp_shm *ack_qp;
+	/* posting threads may send its next WQEs themselves (req.c,
+	 * sr_eng_req_grant): on the list of QPs to grant at the end of this
+	 * turn, on the list of granted ones the engine looks at every
+	 * SR_ENG_GRANT_TICK_NS, and when it or a posting thread last moved */
+	bool grant_pending, granted;
+	struct sr_eng_qp *next_pending, *next_granted;
+	uint64_t direct_at;
+	/* until PSN direct_end is acknowledged nothing new goes after a
+	 * packet a posting thread sent: it left through another socket and
+	 * maybe another CPU's backlog, and a packet of ours sent right after
+	 * could arrive first (a sequence NAK, a retransmission) */
+	bool direct_wait;
+	uint32_t direct_end;
+	/* a stream, not a ping-pong, was held up behind one: no grants until
+	 * then (the engine batches a stream better than one packet per call) */
+	uint64_t direct_quiet_until;
 	uint16_t sport; /* UDP source port (the pool socket's) */
 	int sock;
 
@@ -151,7 +173,9 @@ struct sr_engine {
 	int db_fd, ep_fd;
 	struct sr_eng_qp **qps; /* [SR_MAX_QPS], by QPN index */
 	struct sr_eng_qp *active;
-	struct sr_eng_qp *acks; /* responders owing an ACK this turn */
+	struct sr_eng_qp *acks;		     /* responders owing an ACK this turn */
+	struct sr_eng_qp *pending, *granted; /* posting threads' sending (req.c) */
+	uint64_t grant_tick;		     /* next look at the granted QPs */
 	uint64_t now;
 	/* transmit batch */
 	unsigned ntx;
@@ -199,6 +223,12 @@ void sr_eng_comp_retire(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 			uint32_t acked);
 /* A timer of q expired (retransmit or end of an RNR wait). */
 void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
+/* Takes in what posting threads sent, then says whether they may send the
+ * next WQEs themselves (keep false: they may not); true if they may. */
+bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool keep);
+/* engine.c: q's grant is decided at the end of this turn, once the
+ * engine's own packets are sent. */
+void sr_eng_grant_later(struct sr_engine *e, struct sr_eng_qp *q);
 
 /* resp.c: the responder */
 void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,

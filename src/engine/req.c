@@ -18,6 +18,7 @@
  * is RC with XRC opcodes: every request packet carries the WQE's SRQ
  * number in its XRCETH, and the answers come back as XRC responses.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/copy.h"
@@ -27,6 +28,9 @@
 #include "shm/mrmap.h"
 #include "shm/qp_err.h"
 #include "verbs/internal.h"
+#include "wire/reqhdr.h"
+
+static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
 
 static bool is_rd_atomic(uint8_t op)
 {
@@ -208,29 +212,6 @@ static uint8_t transport_of(const struct sr_qp_shm *qp)
 					      : SR_TR_RC;
 }
 
-static uint8_t data_opcode(const struct sr_qp_shm *qp, uint8_t wr_op, bool first, bool last)
-{
-	uint8_t tr = transport_of(qp);
-	bool write = wr_op == IBV_WR_RDMA_WRITE || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM;
-	bool imm = wr_op == IBV_WR_SEND_WITH_IMM || wr_op == IBV_WR_RDMA_WRITE_WITH_IMM;
-	bool inv = wr_op == IBV_WR_SEND_WITH_INV;
-
-	if (first && last) {
-		if (write)
-			return tr | (imm ? SR_IB_WRITE_ONLY_IMM : SR_IB_WRITE_ONLY);
-		return tr | (imm   ? SR_IB_SEND_ONLY_IMM
-			     : inv ? SR_IB_SEND_ONLY_INV
-				   : SR_IB_SEND_ONLY);
-	}
-	if (first)
-		return tr | (write ? SR_IB_WRITE_FIRST : SR_IB_SEND_FIRST);
-	if (!last)
-		return tr | (write ? SR_IB_WRITE_MIDDLE : SR_IB_SEND_MIDDLE);
-	if (write)
-		return tr | (imm ? SR_IB_WRITE_LAST_IMM : SR_IB_WRITE_LAST);
-	return tr | (imm ? SR_IB_SEND_LAST_IMM : inv ? SR_IB_SEND_LAST_INV : SR_IB_SEND_LAST);
-}
-
 /* Sends one packet of WQE w at message offset q->soff; returns false if
  * the WQE failed locally (its error is recorded in its swqe). */
 static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
@@ -277,19 +258,9 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	} else {
 		len = w->total_len - q->soff < mtu ? (uint32_t)(w->total_len - q->soff) : mtu;
 		last = q->soff + len >= w->total_len;
-		op = data_opcode(qp, w->opcode, first, last);
-		if (sr_opcode_info[op].flags & SR_OPF_RETH) {
-			sr_reth_put(h + hl, w->remote_addr, w->rkey, w->total_len);
-			hl += SR_RETH_LEN;
-		}
-		if (sr_opcode_info[op].flags & SR_OPF_IMMDT) {
-			memcpy(h + hl, &w->imm_or_inv, 4);
-			hl += SR_IMMDT_LEN;
-		}
-		if (sr_opcode_info[op].flags & SR_OPF_IETH) {
-			sr_put_be32(h + hl, w->imm_or_inv);
-			hl += SR_IETH_LEN;
-		}
+		op = sr_data_opcode(tr, w->opcode, first, last);
+		hl += sr_data_ext_put(h + hl, op, w->remote_addr, w->rkey, w->total_len,
+				      w->imm_or_inv);
 		if (gather(e, qp, w, q->soff, len, iov, &niov) != IBV_WC_SUCCESS)
 			return false;
 		ackreq = last || ++q->since_ack >= SR_ENG_ACKREQ_EVERY || q->recovering;
@@ -337,7 +308,7 @@ static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 	q->req_init = true;
 }
 
-void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
 	uint32_t head = atomic_load_explicit(&qp->sq.head, memory_order_acquire);
@@ -360,11 +331,21 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	/* the SQ was flushed or reset under us: start from its tail */
 	if ((int32_t)(q->spos - qp->exec_pos) < 0)
 		req_init(qp, q);
+	if (q->direct_wait && sr_psn_diff(q->una, q->direct_end) >= 0) {
+		q->direct_wait = false;
+		if (q->spos != head) /* WQEs waited behind it: a stream */
+			q->direct_quiet_until = e->now + SR_ENG_GRANT_QUIET_NS;
+	}
 	while (q->spos != head) {
 		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, q->spos);
 		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
 
 		bool read = w->opcode == IBV_WR_RDMA_READ;
+
+		/* nothing past a posting thread's packet before its ACK (a
+		 * resend of it, after a rewind, goes) */
+		if (q->direct_wait && sr_psn_diff(q->npsn, q->direct_end) >= 0)
+			break;
 
 		if (q->soff == 0) {
 			/* a WQE starts: fence (C10-xx), the window (a READ: per chunk) */
@@ -437,7 +418,7 @@ void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		q->una = q->npsn;
 		/* the window only held us back: nothing will come to reopen it */
 		if (sent && q->spos != head)
-			sr_eng_req_run(e, qp, q);
+			req_run(e, qp, q);
 		return;
 	}
 	if (sent && !q->deadline)
@@ -633,7 +614,7 @@ static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		 * how far the responder got past it (resp.c places ahead) */
 		rewind_to(e, qp, q, q->una);
 		q->recovering = true;
-		sr_eng_req_run(e, qp, q);
+		req_run(e, qp, q);
 		return;
 	}
 	/* remote access, invalid request, remote operational error: fatal */
@@ -697,7 +678,7 @@ static void read_done(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		q->deadline = 0;
 	else
 		arm_timer(e, qp, q);
-	sr_eng_req_run(e, qp, q);
+	req_run(e, qp, q);
 }
 
 /* A response for a PSN after `expect` (the head's): the head's answer was
@@ -708,7 +689,7 @@ static void answer_gap(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_
 {
 	if (sr_psn_diff(psn, expect) > 0 && !q->regap) {
 		rewind_to(e, qp, q, expect);
-		sr_eng_req_run(e, qp, q);
+		req_run(e, qp, q);
 	}
 }
 
@@ -794,7 +775,7 @@ static void on_atomic_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_e
 	read_done(e, qp, q, w, sw, IBV_WC_SUCCESS, 8);
 }
 
-void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+static void comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		    const struct sr_pkt *p)
 {
 	uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
@@ -811,10 +792,10 @@ void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	else
 		on_ack(e, qp, q, p);
 	if (!q->rnr_wait)
-		sr_eng_req_run(e, qp, q);
+		req_run(e, qp, q);
 }
 
-void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	if (atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_ERR) {
 		flush_err(e, qp, q);
@@ -823,7 +804,7 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	if (q->rnr_wait) {
 		q->rnr_wait = false;
 		q->deadline = 0;
-		sr_eng_req_run(e, qp, q);
+		req_run(e, qp, q);
 		return;
 	}
 	if (!q->rto_at || e->now < q->rto_at) {
@@ -834,7 +815,7 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		q->probe_ns = q->probe_ns * 2 < probe_cap(qp) ? q->probe_ns * 2 : probe_cap(qp);
 		set_deadline(e, q);
 		rewind_to(e, qp, q, q->una);
-		sr_eng_req_run(e, qp, q);
+		req_run(e, qp, q);
 		return;
 	}
 	/* local ACK timeout (9.7.6.1.3): retry from the oldest unacknowledged PSN */
@@ -846,7 +827,130 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	q->recovering = false;
 	q->deadline = 0;
 	rewind_to(e, qp, q, q->una);
-	sr_eng_req_run(e, qp, q);
+	req_run(e, qp, q);
 	if (!q->deadline)
 		arm_timer(e, qp, q);
+}
+
+/* ---- the requester shared with posting threads (shm/wire_tx.c) ---- */
+
+/*
+ * A posting thread may send a single-packet SEND or WRITE of an RC QP
+ * itself when the engine has said where the requester stands (the SQ
+ * index and PSN of the next WQE) and that nothing else is under way: no
+ * rewind, RNR wait or recovery, no WQE half sent, nothing unacknowledged
+ * (one packet at a time: a stream of messages is better batched by the
+ * engine).  The
+ * engine holds the QP's wtx_lock whenever it touches the requester, and
+ * first takes in what posting threads sent meanwhile as if it had sent it
+ * (one PSN per WQE), so ACKs, timers and retransmission work on them as
+ * on its own.  Its own packets of a turn are in its transmit batch until
+ * the turn ends, so the grant is given only then (sr_eng_req_grant), and
+ * no posting thread's packet overtakes them.
+ */
+static bool direct_on(void)
+{
+	static int on = -1;
+
+	if (on < 0) {
+		const char *v = getenv("SOFTRDMA_WIRE_DIRECT");
+
+		on = !(v && *v == '0');
+	}
+	return on;
+}
+
+/* The WQEs posting threads sent since the engine last held the lock. */
+static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	uint32_t n = qp->wtx_spos - q->spos;
+
+	if (!qp->wtx_ok || qp->wtx_gen != q->gen || !q->req_init || !n || n > q->swqe_cnt ||
+	    q->soff)
+		return;
+	while (q->spos != qp->wtx_spos) {
+		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
+
+		sw->idx = q->spos;
+		sw->local_done = false;
+		sw->resp_off = 0;
+		sw->first_psn = q->npsn;
+		sw->npkts = 1;
+		sw->rd_atomic = false;
+		sw->local_err = IBV_WC_SUCCESS;
+		q->npsn = sr_psn_add(q->npsn, 1);
+		q->spos++;
+		note_high(q);
+	}
+	q->since_ack = 0;
+	q->direct_at = e->now;
+	q->direct_wait = true;
+	q->direct_end = q->npsn;
+	if (!q->deadline)
+		arm_timer(e, qp, q);
+}
+
+static void req_enter(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	sr_shm_lock(&qp->wtx_lock);
+	absorb(e, qp, q);
+	qp->wtx_ok = 0; /* until this turn's packets are out: sr_eng_req_grant */
+}
+
+static void req_leave(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	sr_shm_unlock(&qp->wtx_lock);
+	if (direct_on() && qp->type == IBV_QPT_RC) {
+		q->direct_at = e->now;
+		sr_eng_grant_later(e, q);
+	}
+}
+
+void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	req_enter(e, qp, q);
+	req_run(e, qp, q);
+	req_leave(e, qp, q);
+}
+
+void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		    const struct sr_pkt *p)
+{
+	req_enter(e, qp, q);
+	comp_rx(e, qp, q, p);
+	req_leave(e, qp, q);
+}
+
+void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	req_enter(e, qp, q);
+	req_timer(e, qp, q);
+	req_leave(e, qp, q);
+}
+
+bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool keep)
+{
+	const struct sr_arena_hdr *h = e->arena;
+	uint32_t out;
+	bool ok;
+
+	sr_shm_lock(&qp->wtx_lock);
+	absorb(e, qp, q);
+	out = (uint32_t)sr_psn_diff(q->npsn, q->una);
+	/* only an idle requester: a posting thread sends one packet per
+	 * syscall, the engine many (GSO, sendmmsg), so a stream of messages
+	 * is the engine's, and a ping-pong's messages leave from their thread */
+	ok = keep && direct_on() && qp->type == IBV_QPT_RC &&
+	     atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS && q->req_init &&
+	     !q->rnr_wait && !q->recovering && !q->regap && !q->soff && q->spos == q->hspos &&
+	     q->npsn == q->hpsn && !out && !q->rd_out && q->swqe_cnt &&
+	     e->now >= q->direct_quiet_until &&
+	     !atomic_load_explicit(&h->wire_taps, memory_order_relaxed);
+	qp->wtx_spos = q->spos;
+	qp->wtx_npsn = q->npsn;
+	qp->wtx_room = ok ? 1 : 0;
+	qp->wtx_gen = q->gen;
+	qp->wtx_ok = ok;
+	sr_shm_unlock(&qp->wtx_lock);
+	return ok;
 }

@@ -600,7 +600,8 @@ static bool gid_local(const struct sr_context *ctx, const uint8_t *gid)
 	return false;
 }
 
-/* This process's socket for UD datagrams to other hosts (sr_udp_socket). */
+/* This process's socket for what its posting threads send to other hosts
+ * themselves: UD datagrams, and RC packets (wire_tx.c). */
 static int ud_sock = -1;
 static uint16_t ud_sport;
 uint32_t sr_mcast_members(void *arena, const uint8_t *mgid, uint32_t *qpn)
@@ -622,6 +623,19 @@ uint32_t sr_mcast_members(void *arena, const uint8_t *mgid, uint32_t *qpn)
 }
 
 static pthread_mutex_t ud_sock_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int sr_exec_wire_sock(uint16_t *sport)
+{
+	if (ud_sock < 0) {
+		pthread_mutex_lock(&ud_sock_mu);
+		if (ud_sock < 0)
+			ud_sock = sr_udp_socket(0, &ud_sport);
+		pthread_mutex_unlock(&ud_sock_mu);
+	}
+	if (sport)
+		*sport = ud_sport;
+	return ud_sock;
+}
 
 static_assert(SR_UDTX_DATA >= SR_UD_MAX_HDR_LEN + 4096, "a UD transmit slot holds an MTU");
 
@@ -704,15 +718,9 @@ static enum xres send_ud_wire(struct xfer *x, const struct seg *src, unsigned ns
 		count(x->qp, SR_CNT_BYTES, len);
 		return X_DONE;
 	}
-	if (ud_sock < 0) {
-		pthread_mutex_lock(&ud_sock_mu);
-		if (ud_sock < 0)
-			ud_sock = sr_udp_socket(0, &ud_sport);
-		pthread_mutex_unlock(&ud_sock_mu);
-		if (ud_sock < 0) {
-			x->status = IBV_WC_GENERAL_ERR;
-			return X_ERR;
-		}
+	if (sr_exec_wire_sock(NULL) < 0) {
+		x->status = IBV_WC_GENERAL_ERR;
+		return X_ERR;
 	}
 	for (unsigned i = 0; i < ns; i++)
 		if (src[i].len)

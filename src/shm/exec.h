@@ -62,6 +62,10 @@ void sr_exec_recheck(struct sr_context *ctx, struct sr_qp_shm *qp);
 struct sr_qp_shm *sr_exec_qp_lookup(struct sr_context *ctx, uint32_t qpn);
 /* The SRQ numbered srqn, or NULL. */
 struct sr_srq_shm *sr_exec_srq_lookup(struct sr_context *ctx, uint32_t srqn);
+/* This process's UDP socket for packets its posting threads send to other
+ * hosts themselves (bound to an ephemeral port: *sport, if not NULL), or
+ * -errno. */
+int sr_exec_wire_sock(uint16_t *sport);
 /* sr_signal_fn for the library: signals an eventfd by daemon id. */
 void sr_signal_fd(void *arg, uint32_t fd_id);
 

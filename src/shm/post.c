@@ -15,6 +15,7 @@
 #include "core/prefetch.h"
 #include "core/shmlock.h"
 #include "engine/doorbell.h"
+#include "shm/wire_tx.h"
 #include "shm/epoch.h"
 #include "shm/fdcache.h"
 #include "shm/exec.h"
@@ -301,7 +302,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	run_sq(ctx, s);
 out:
 	sr_shm_unlock(&s->sq_lock);
-	if (s->wire)
+	if (s->wire && !sr_wire_post(ctx, s))
 		wire_kick(ctx, s);
 	if (__builtin_expect(
 		atomic_load_explicit(&s->stalled, memory_order_relaxed) == SR_STALL_RNR, 0))
@@ -566,8 +567,15 @@ static int wr_complete(struct ibv_qp_ex *q)
 	run_sq(to_sctx(q->qp_base.context), qp->shm);
 	sr_epoch_exit();
 	sr_shm_unlock(&qp->shm->sq_lock);
-	if (qp->shm->wire)
-		wire_kick(to_sctx(q->qp_base.context), qp->shm);
+	if (qp->shm->wire) {
+		bool all;
+
+		sr_epoch_enter(arena);
+		all = sr_wire_post(to_sctx(q->qp_base.context), qp->shm);
+		sr_epoch_exit();
+		if (!all)
+			wire_kick(to_sctx(q->qp_base.context), qp->shm);
+	}
 	return ret;
 }
 

@@ -34,7 +34,10 @@
 #   fault.sh BUILD_DIR loss [SPEC]  SOFTRDMA_FAULT=SPEC (default
 #                              seed=3,drop=0.01) on both daemons from the
 #                              start: ibv_rc_pingpong -n 500 completes, and
-#                              the counters show the injection and recovery
+#                              the counters show the injection and recovery;
+#                              with dir=rx in SPEC also that the posting
+#                              threads sent packets themselves (LOSS_PP_ARGS:
+#                              more ibv_rc_pingpong options)
 # Needs root for the namespaces (skipped, 77, otherwise) and tshark for trace.
 set -u
 here=$(cd "$(dirname "$0")" && pwd -P)
@@ -246,14 +249,21 @@ mode_loss() {
 			sleep 0.05
 		done
 	}
-	PP_MID=watch_retrans pp ibv_rc_pingpong 500
+	# shellcheck disable=SC2086 # LOSS_PP_ARGS: more options, split
+	PP_MID=watch_retrans pp ibv_rc_pingpong 500 ${LOSS_PP_ARGS:-}
 	cat "$tmp/st.r"
 	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
 	on_b "$NN_SR" status | sed -n '/roce v2/,/^process/p'
 	check "rc_pingpong -n 500 completes ($pp_crc $pp_src)" test "$pp_crc$pp_src" = 00
-	local m
-	m=$(($(injected a tx matched) + $(injected b tx matched)))
+	local m d dir=tx
+	case $spec in *dir=rx*) dir=rx ;; esac
+	m=$(($(injected a $dir matched) + $(injected b $dir matched)))
 	check "packets went through the fault injection ($m)" test "$m" -gt 1000
+	if [ $dir = rx ]; then
+		# no transmit taps: posting threads send themselves (shm/wire_tx.c)
+		d=$(on_b "$NN_SR" status | sed -n 's/.* posted_direct \([0-9]*\).*/\1/p')
+		check "b's posting thread sent single-packet SENDs itself (${d:-none})" test "${d:-0}" -gt 100
+	fi
 	check "status showed a wire QP's retransmissions during the run" test -s "$tmp/st.r"
 	check "a: status shows the spec from the environment" \
 		grep -q "fault: seed=" <(on_a "$NN_SR" status)

@@ -1,0 +1,152 @@
+/*
+ * A posting thread's own transmission of an RC QP's work requests to
+ * another host: the send half of placement (b) (docs/architecture.md,
+ * "Where the engine runs").  Without it every work request crosses from
+ * the posting thread to the engine's thread, a wake-up each way on a
+ * machine whose CPUs are busy polling; with it a single-packet SEND or
+ * RDMA WRITE leaves from the thread that posted it, through this process's
+ * UDP socket, with the PSN the engine set aside for it.
+ *
+ * The requester's state stays the engine's (engine/req.c).  Under the
+ * QP's wtx_lock the engine publishes the SQ index and PSN of the next WQE
+ * and grants (wtx_ok) only when nothing else is under way; a posting
+ * thread that gets the lock without waiting sends from there and moves
+ * the published position on, and the engine takes those WQEs into its own
+ * state (one PSN each) before it next touches the requester, so ACKs,
+ * timers, retransmission and completions treat them as its own.  Anything
+ * else (a larger message, READ, atomics, a fence, a key that does not
+ * resolve, no grant, the lock busy) is left to the engine's doorbell.
+ */
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "shm/wire_tx.h"
+#include "core/log.h"
+#include "core/shmlock.h"
+#include "shm/exec.h"
+#include "shm/mrmap.h"
+#include "shm/qp_err.h"
+#include "verbs/internal.h"
+#include "wire/reqhdr.h"
+#include "wire/udp.h"
+
+/* A message this thread may send: one packet, a SEND or WRITE, no fence. */
+static bool sendable(const struct sr_qp_shm *s, const struct sr_send_wqe *w)
+{
+	switch (w->opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		break;
+	default:
+		return false;
+	}
+	return !(w->flags & SR_WQE_FENCE) && w->total_len <= sr_mtu_bytes(s->path_mtu);
+}
+
+/* The payload as iovecs into the registered memory (or the WQE, inline);
+ * false if a key does not resolve: the engine then fails the WQE. */
+static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s, const struct sr_send_wqe *w,
+		    struct iovec *iov, unsigned *n)
+{
+	const struct sr_sge_shm *sge = (const void *)(w + 1);
+
+	*n = 0;
+	if (w->flags & SR_WQE_INLINE) {
+		iov[0] = (struct iovec){(void *)(w + 1), w->total_len};
+		*n = w->total_len ? 1 : 0;
+		return true;
+	}
+	for (unsigned i = 0; i < w->num_sge && i < SR_MAX_SGE; i++) {
+		void *p = NULL;
+
+		if (!sge[i].length)
+			continue;
+		if (sr_key_resolve(ctx, ctx->arena, sge[i].lkey, sge[i].addr, sge[i].length, 0,
+				   s->pd, s->qpn, false, &p))
+			return false;
+		iov[(*n)++] = (struct iovec){p, sge[i].length};
+	}
+	return true;
+}
+
+/* Sends WQE w (its payload at iov) as PSN psn. */
+static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct sr_send_wqe *w,
+		     uint32_t psn, const struct iovec *iov, unsigned n)
+{
+	struct sr_arena_hdr *h = ctx->arena;
+	uint8_t hdr[SR_MAX_HDR_LEN];
+	struct sr_udp_pkt pkt;
+	unsigned hl = SR_BTH_LEN;
+	uint16_t sport;
+	int sock = sr_exec_wire_sock(&sport);
+	uint8_t op = sr_data_opcode(SR_TR_RC, w->opcode, true, true);
+
+	hl += sr_data_ext_put(hdr + hl, op, w->remote_addr, w->rkey, w->total_len, w->imm_or_inv);
+	/* the last packet of a message asks for an ACK, as the engine's do */
+	sr_bth_put(hdr, op, w->flags & SR_WQE_SOLICITED, 0, SR_DEFAULT_PKEY, s->dest_qpn, true,
+		   psn);
+	sr_udp_build(&pkt, s->sgid, s->dgid, sport, hdr, hl, iov, n, w->total_len);
+	/* a packet the kernel refuses is lost on the wire: the engine's probe
+	 * and retransmission recover it like any other */
+	if (sendmsg(sock, &pkt.mh, MSG_DONTWAIT) < 0)
+		sr_dbg("RC to another host: %m");
+	atomic_fetch_add_explicit(&h->wire_direct[0], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->wire_direct[1], w->total_len, memory_order_relaxed);
+}
+
+/*
+ * Claims the next WQE for this thread under the lock, if the engine's
+ * grant covers it and it can go from here: *w, its PSN and payload.  The
+ * packet is sent after the lock is let go, so that a thread preempted in
+ * the kernel's send path does not hold up the engine.  The grant is for
+ * one packet, and this thread posts the next WQE only after this one has
+ * gone, so the engine's next packet cannot overtake it (a WQE another
+ * thread posts meanwhile might: go-back-N recovers that).
+ */
+static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wqe **w,
+		  uint32_t *psn, struct iovec *iov, unsigned *n, bool *all)
+{
+	uint32_t head;
+	bool got = false;
+
+	*all = false;
+	if (sr_shm_trylock(&s->wtx_lock))
+		return false;
+	head = atomic_load_explicit(&s->sq.head, memory_order_acquire);
+	if (s->wtx_ok && s->wtx_gen == atomic_load_explicit(&s->wire_gen, memory_order_acquire) &&
+	    atomic_load_explicit(&s->state, memory_order_acquire) == IBV_QPS_RTS) {
+		*all = s->wtx_spos == head;
+		if (!*all && s->wtx_room) {
+			*w = sr_sq_wqe(ctx->arena, s, s->wtx_spos);
+			got = sendable(s, *w) && payload(ctx, s, *w, iov, n);
+		}
+		if (got) {
+			*psn = s->wtx_npsn;
+			s->wtx_spos++;
+			s->wtx_npsn = sr_psn_add(s->wtx_npsn, 1);
+			s->wtx_room--;
+			*all = s->wtx_spos == head;
+		}
+	}
+	sr_shm_unlock(&s->wtx_lock);
+	return got;
+}
+
+bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
+{
+	struct sr_arena_hdr *h = ctx->arena;
+	struct iovec iov[SR_MAX_SGE];
+	struct sr_send_wqe *w;
+	uint32_t psn;
+	unsigned n;
+	bool all = false;
+
+	if (s->type != IBV_QPT_RC || atomic_load_explicit(&h->wire_taps, memory_order_relaxed) ||
+	    sr_exec_wire_sock(NULL) < 0)
+		return false;
+	if (claim(ctx, s, &w, &psn, iov, &n, &all))
+		send_wqe(ctx, s, w, psn, iov, n);
+	return all;
+}
