@@ -859,7 +859,11 @@ short rs_revents(struct rs *rs, short events)
 			r |= POLLIN;
 		if (rs->peer_gone || rs->fatal || rs->shut_wr) {
 			r |= POLLOUT; /* a write would not block: it fails */
-			if (rs->peer_gone || rs->fatal)
+			/* a peer that sent its last bytes and left: POLLIN alone
+			 * until they are read, as a TCP socket (rdma-core says
+			 * POLLHUP at once, and rstream -T a, which stops at
+			 * POLLHUP, then loses the end of the transfer) */
+			if ((rs->peer_gone && !rs->ravail) || rs->fatal)
 				r |= POLLHUP;
 			if (rs->fatal)
 				r |= POLLERR;
