@@ -351,7 +351,8 @@ struct sr_qp_shm {
 	 * (src/shm/wire_tx.c): under wtx_lock the engine publishes where its
 	 * requester stands, and whether a posting thread may itself send the
 	 * WQE at SQ index wtx_spos as PSN wtx_npsn (wtx_ok, for wire_gen
-	 * wtx_gen, with wtx_room PSNs left in the window); a thread that does
+	 * wtx_gen; wtx_room packets it may send: 1 per grant, given only to an
+	 * idle requester, engine/req.c sr_eng_req_grant); a thread that does
 	 * moves wtx_spos and wtx_npsn on, and the engine takes those WQEs into
 	 * its own state the next time it holds the lock */
 	alignas(SR_CACHELINE) struct sr_lock wtx_lock;
