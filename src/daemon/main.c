@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/ctl_spin.h"
 #include "core/daemon_link.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
@@ -136,7 +137,7 @@ int main(int argc, char **argv)
 	struct sr_client **who = NULL;
 	size_t cap = 0;
 	uint64_t idle_since, last_sweep = 0, last_tick = 0;
-	bool waiting = false, tick_waiting = false, deferred;
+	bool waiting = false, tick_waiting = false, deferred, active = false;
 	struct rlimit rl;
 	const char *e, *fault;
 	int ret;
@@ -237,7 +238,12 @@ int main(int argc, char **argv)
 		}
 		/* last, outside the clients' range: sr_cm_tick below takes them */
 		pfd[n] = (struct pollfd){.fd = wire_fd, .events = POLLIN};
-		ret = poll(pfd, n + 1, waiting || deferred ? 1 : 100);
+		/* right after a request the next one often follows within
+		 * microseconds: look again for a while before sleeping */
+		ret = active ? sr_ctl_spin_poll(pfd, n + 1) : 0;
+		if (ret == 0)
+			ret = poll(pfd, n + 1, waiting || deferred ? 1 : 100);
+		active = ret > 0;
 		if (ret < 0 && errno != EINTR)
 			break;
 		if (ret > 0) {

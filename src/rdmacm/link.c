@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/ctl_spin.h"
 #include "core/daemon_link.h"
 #include "core/msg.h"
 #include "rdmacm/internal.h"
@@ -122,6 +123,7 @@ static int exchange(struct sr_req *req, struct sr_rep *rep, size_t cap, size_t *
 	pthread_mutex_lock(&sock_lock);
 	ret = sr_msg_send(cm_sock, req, sizeof(*req), fds, nfds);
 	if (!ret) {
+		sr_ctl_spin_readable(cm_sock); /* the daemon answers in microseconds */
 		n = sr_msg_recv(cm_sock, rep, cap, NULL, &nr);
 		if (n == 0)
 			ret = -EIO;

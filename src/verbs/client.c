@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/ctl_spin.h"
 #include "core/msg.h"
 #include "verbs/internal.h"
 
@@ -21,6 +22,7 @@ static int exchange(int sock, const struct sr_req *req, struct sr_rep *rep, cons
 	ret = sr_msg_send(sock, req, sizeof(*req), fds, nfds);
 	if (ret)
 		return ret == -EPIPE || ret == -ECONNRESET ? -EIO : ret;
+	sr_ctl_spin_readable(sock); /* the daemon answers in microseconds */
 	n = sr_msg_recv(sock, rep, sizeof(*rep), rfds, nrfds ? nrfds : &cap);
 	if (n == 0)
 		return -EIO;
