@@ -136,7 +136,7 @@ int main(int argc, char **argv)
 	struct pollfd *pfd = NULL;
 	struct sr_client **who = NULL;
 	size_t cap = 0;
-	uint64_t idle_since, last_sweep = 0, last_tick = 0;
+	uint64_t idle_since, last_sweep = 0, last_tick = 0, last_reap = 0;
 	bool waiting = false, tick_waiting = false, deferred, active = false;
 	struct rlimit rl;
 	const char *e, *fault;
@@ -275,7 +275,12 @@ int main(int argc, char **argv)
 		}
 		waiting = tick_waiting;
 		waiting |= sr_cm_tick(&d);
-		sr_heap_reap(&d, false);
+		/* the reap looks at every reader's slot: in a burst of
+		 * requests once a millisecond, and always before sleeping */
+		if (!active || sr_daemon_now_ms() != last_reap) {
+			last_reap = sr_daemon_now_ms();
+			sr_heap_reap(&d, false);
+		}
 		if (sr_daemon_now_ms() - last_sweep >= 1000) {
 			sr_client_drop_silent_foreign(&d);
 			sr_heap_sweep_slots(&d);

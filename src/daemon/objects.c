@@ -1571,7 +1571,8 @@ static void qp_destroy(struct sr_daemon *d, struct sr_obj *o)
 	for (int c = 0; c < SR_CNT_MAX; c++) /* keep the host totals */
 		h->counters[c] += atomic_load_explicit(&qp->cnt[c], memory_order_relaxed);
 
-	mcast_detach_qp(d, o->handle, NULL);
+	if (qp->type == IBV_QPT_UD) /* only UD QPs join groups */
+		mcast_detach_qp(d, o->handle, NULL);
 	atomic_store_explicit(&sr_arena_qptab(d->arena)[idx].obj_off, 0, memory_order_release);
 	d->qp_by_idx[idx] = NULL;
 	sr_idalloc_put(&d->qpn_ids, idx);
@@ -1605,11 +1606,14 @@ static void mcast_detach_qp(struct sr_daemon *d, uint32_t qpn, const uint8_t *gi
 	struct sr_mcast_group *t = sr_arena_mcasttab(d->arena);
 
 	for (uint32_t i = 0; i < SR_MAX_MCAST_GRP; i++) {
-		struct sr_mcast_group g = t[i];
+		struct sr_mcast_group g;
 		uint32_t k = 0;
 
-		if (!g.nqp || (gid && memcmp(g.gid, gid, 16)))
+		/* this thread is the tables' only writer: a plain look first,
+		 * the copy (a few hundred bytes) only for a group in use */
+		if (!t[i].nqp || (gid && memcmp(t[i].gid, gid, 16)))
 			continue;
+		g = t[i];
 		for (uint32_t j = 0; j < g.nqp; j++)
 			if (g.qpn[j] != qpn)
 				g.qpn[k++] = g.qpn[j];

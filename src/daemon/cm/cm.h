@@ -98,7 +98,9 @@ struct sr_cm_id {
 	uint64_t deadline_ms; /* 0: no timer */
 	uint32_t timeout_ms;
 	int retries;
-	struct sr_cm_id *next, **pprev; /* every id, for port and listener scans */
+	struct sr_cm_id *next, **pprev; /* every id */
+	/* the bound ids of one port (sr_cm.by_port): port clashes, listeners */
+	struct sr_cm_id *port_next, **port_pprev;
 	/* resolve_addr waiting for the next hop's link address (cm_addr.c) */
 	uint64_t resolve_deadline_ms; /* 0: not waiting */
 	uint64_t resolve_next_ms;
@@ -129,6 +131,7 @@ struct sr_cm {
 	struct sr_cm_id **ids;	   /* by index */
 	struct sr_cm_chan **chans; /* by handle */
 	struct sr_cm_id *all;
+	struct sr_cm_id **by_port; /* [65536]: bound ids by source port */
 	struct sr_cm_mad *q_head, **q_tail;
 	uint32_t timers; /* ids with a deadline */
 	uint64_t next_timer_scan_ms;
@@ -143,6 +146,8 @@ struct sr_cm {
 struct sr_cm_id *sr_cm_id_new(struct sr_daemon *d, struct sr_client *owner, struct sr_cm_chan *chan,
 			      uint32_t ps, uint32_t qp_type);
 void sr_cm_id_free(struct sr_daemon *d, struct sr_cm_id *id);
+/* The first bound id of a port (then port_next). */
+struct sr_cm_id *sr_cm_port_ids(struct sr_daemon *d, uint16_t port);
 struct sr_cm_id *sr_cm_id_by_comm(struct sr_daemon *d, uint32_t comm_id);
 struct sr_cm_id *sr_cm_id_owned(struct sr_daemon *d, struct sr_client *c, uint32_t handle);
 struct sr_cm_chan *sr_cm_chan_owned(struct sr_daemon *d, struct sr_client *c, uint32_t handle);

@@ -56,6 +56,17 @@ struct sr_cm_id *sr_cm_id_new(struct sr_daemon *d, struct sr_client *owner, stru
 	return id;
 }
 
+/* Takes id out of its port's list (sr_cm.by_port), if it is in one. */
+static void port_unlink(struct sr_cm_id *id)
+{
+	if (!id->port_pprev)
+		return;
+	*id->port_pprev = id->port_next;
+	if (id->port_next)
+		id->port_next->port_pprev = id->port_pprev;
+	id->port_pprev = NULL;
+}
+
 void sr_cm_id_free(struct sr_daemon *d, struct sr_cm_id *id)
 {
 	struct sr_cm *cm = cm_of(d);
@@ -72,12 +83,18 @@ void sr_cm_id_free(struct sr_daemon *d, struct sr_cm_id *id)
 	}
 	if (id->listener)
 		id->listener->pending--;
+	port_unlink(id);
 	*id->pprev = id->next;
 	if (id->next)
 		id->next->pprev = id->pprev;
 	cm->ids[id->handle] = NULL;
 	sr_idalloc_put(&cm->id_alloc, id->handle);
 	free(id);
+}
+
+struct sr_cm_id *sr_cm_port_ids(struct sr_daemon *d, uint16_t port)
+{
+	return cm_of(d)->by_port[port];
 }
 
 struct sr_cm_id *sr_cm_id_by_comm(struct sr_daemon *d, uint32_t comm_id)
@@ -376,8 +393,8 @@ static bool port_taken(struct sr_daemon *d, const struct sr_cm_id *self,
 {
 	struct sr_cm *cm = cm_of(d);
 
-	for (const struct sr_cm_id *o = cm->all; o; o = o->next) {
-		if (o == self || !o->bound || o->ps != self->ps || sr_cm_port(&o->src) != port)
+	for (const struct sr_cm_id *o = cm->by_port[port]; o; o = o->port_next) {
+		if (o == self || o->ps != self->ps)
 			continue;
 		if (o->reuseaddr && self->reuseaddr && o->state != SR_CM_LISTEN)
 			continue;
@@ -431,6 +448,14 @@ int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *
 	}
 	id->src = a;
 	id->bound = true;
+	/* indexed by its port; the port never changes once bound (resolve
+	 * may fill in a wildcard's address, not its port) */
+	port_unlink(id);
+	id->port_next = cm_of(d)->by_port[port];
+	if (id->port_next)
+		id->port_next->port_pprev = &id->port_next;
+	id->port_pprev = &cm_of(d)->by_port[port];
+	cm_of(d)->by_port[port] = id;
 	if (!sr_cm_addr_any(&a)) {
 		sr_cm_gid_of(d, &a, id->sgid);
 		id->port_num = 1;

@@ -372,8 +372,8 @@ static bool ip_match(const struct sr_cm_id *l, const struct sockaddr_storage *ds
  * for it, with or without the IP header (KRN cma.c cma_match_private_data). */
 static struct sr_cm_id *find_ib(struct sr_daemon *d, uint64_t service_id, enum sr_cm_state state)
 {
-	for (struct sr_cm_id *l = d->cm->all; l; l = l->next)
-		if (l->af_ib && l->state == state && l->bound &&
+	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l; l = l->port_next)
+		if (l->af_ib && l->state == state &&
 		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id)
 			return l;
 	return NULL;
@@ -403,7 +403,7 @@ static void ib_req_addrs(const uint8_t sgid[16], const uint8_t mygid[16],
 static struct sr_cm_id *find_listener(struct sr_daemon *d, uint64_t service_id,
 				      const struct sockaddr_storage *dst)
 {
-	for (struct sr_cm_id *l = d->cm->all; l; l = l->next)
+	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l; l = l->port_next)
 		if (l->state == SR_CM_LISTEN &&
 		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id && ip_match(l, dst))
 			return l;
@@ -418,8 +418,8 @@ static struct sr_cm_id *find_listener(struct sr_daemon *d, uint64_t service_id,
 static struct sr_cm_id *find_bound(struct sr_daemon *d, uint64_t service_id,
 				   const struct sockaddr_storage *dst)
 {
-	for (struct sr_cm_id *l = d->cm->all; l; l = l->next)
-		if (l->state == SR_CM_ADDR_BOUND && l->bound &&
+	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l; l = l->port_next)
+		if (l->state == SR_CM_ADDR_BOUND &&
 		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id && ip_match(l, dst))
 			return l;
 	return NULL;

@@ -23,10 +23,13 @@ int sr_cm_init(struct sr_daemon *d)
 		return -ENOMEM;
 	cm->ids = calloc(SR_CM_MAX_IDS, sizeof(*cm->ids));
 	cm->chans = calloc(SR_CM_MAX_CHANS, sizeof(*cm->chans));
-	if (!cm->ids || !cm->chans || sr_idalloc_init(&cm->id_alloc, 1, SR_CM_MAX_IDS) ||
+	cm->by_port = calloc(65536, sizeof(*cm->by_port));
+	if (!cm->ids || !cm->chans || !cm->by_port ||
+	    sr_idalloc_init(&cm->id_alloc, 1, SR_CM_MAX_IDS) ||
 	    sr_idalloc_init(&cm->chan_alloc, 1, SR_CM_MAX_CHANS)) {
 		free(cm->ids);
 		free(cm->chans);
+		free(cm->by_port);
 		free(cm);
 		return -ENOMEM;
 	}
@@ -52,6 +55,7 @@ void sr_cm_fini(struct sr_daemon *d)
 	sr_idalloc_fini(&cm->chan_alloc);
 	free(cm->ids);
 	free(cm->chans);
+	free(cm->by_port);
 	free(cm);
 	d->cm = NULL;
 }
