@@ -99,8 +99,10 @@ struct sr_cm_id {
 	uint32_t timeout_ms;
 	int retries;
 	struct sr_cm_id *next, **pprev; /* every id */
-	/* the bound ids of one port (sr_cm.by_port): port clashes, listeners */
-	struct sr_cm_id *port_next, **port_pprev;
+	/* its places in the two indexes (enum sr_cm_index): the bound ids of
+	 * one port, for port clashes and listeners; the ids a REQ made, by
+	 * the sender's comm ID, for repeated REQs */
+	struct sr_cm_id *inext[2], **ipprev[2];
 	/* resolve_addr waiting for the next hop's link address (cm_addr.c) */
 	uint64_t resolve_deadline_ms; /* 0: not waiting */
 	uint64_t resolve_next_ms;
@@ -132,6 +134,7 @@ struct sr_cm {
 	struct sr_cm_chan **chans; /* by handle */
 	struct sr_cm_id *all;
 	struct sr_cm_id **by_port; /* [65536]: bound ids by source port */
+	struct sr_cm_id **by_req;  /* [SR_CM_REQ_BUCKETS]: by remote_comm_id */
 	struct sr_cm_mad *q_head, **q_tail;
 	uint32_t timers; /* ids with a deadline */
 	uint64_t next_timer_scan_ms;
@@ -146,8 +149,15 @@ struct sr_cm {
 struct sr_cm_id *sr_cm_id_new(struct sr_daemon *d, struct sr_client *owner, struct sr_cm_chan *chan,
 			      uint32_t ps, uint32_t qp_type);
 void sr_cm_id_free(struct sr_daemon *d, struct sr_cm_id *id);
-/* The first bound id of a port (then port_next). */
+enum sr_cm_index { SR_CM_BY_PORT, SR_CM_BY_REQ };
+#define SR_CM_REQ_BUCKETS 4096
+/* The first bound id of a port (then inext[SR_CM_BY_PORT]). */
 struct sr_cm_id *sr_cm_port_ids(struct sr_daemon *d, uint16_t port);
+/* Lists an id a REQ made under the REQ's comm ID (remote_comm_id set). */
+void sr_cm_req_index(struct sr_daemon *d, struct sr_cm_id *id);
+/* The first id made by a REQ whose comm ID hashes as comm_id's (then
+ * inext[SR_CM_BY_REQ]). */
+struct sr_cm_id *sr_cm_req_ids(struct sr_daemon *d, uint32_t comm_id);
 struct sr_cm_id *sr_cm_id_by_comm(struct sr_daemon *d, uint32_t comm_id);
 struct sr_cm_id *sr_cm_id_owned(struct sr_daemon *d, struct sr_client *c, uint32_t handle);
 struct sr_cm_chan *sr_cm_chan_owned(struct sr_daemon *d, struct sr_client *c, uint32_t handle);

@@ -56,15 +56,25 @@ struct sr_cm_id *sr_cm_id_new(struct sr_daemon *d, struct sr_client *owner, stru
 	return id;
 }
 
-/* Takes id out of its port's list (sr_cm.by_port), if it is in one. */
-static void port_unlink(struct sr_cm_id *id)
+/* The two indexes of ids (enum sr_cm_index): doubly linked lists hung
+ * from buckets. */
+static void index_add(struct sr_cm_id **head, struct sr_cm_id *id, enum sr_cm_index i)
 {
-	if (!id->port_pprev)
+	id->inext[i] = *head;
+	if (*head)
+		(*head)->ipprev[i] = &id->inext[i];
+	id->ipprev[i] = head;
+	*head = id;
+}
+
+static void index_del(struct sr_cm_id *id, enum sr_cm_index i)
+{
+	if (!id->ipprev[i])
 		return;
-	*id->port_pprev = id->port_next;
-	if (id->port_next)
-		id->port_next->port_pprev = id->port_pprev;
-	id->port_pprev = NULL;
+	*id->ipprev[i] = id->inext[i];
+	if (id->inext[i])
+		id->inext[i]->ipprev[i] = id->ipprev[i];
+	id->ipprev[i] = NULL;
 }
 
 void sr_cm_id_free(struct sr_daemon *d, struct sr_cm_id *id)
@@ -83,7 +93,8 @@ void sr_cm_id_free(struct sr_daemon *d, struct sr_cm_id *id)
 	}
 	if (id->listener)
 		id->listener->pending--;
-	port_unlink(id);
+	index_del(id, SR_CM_BY_PORT);
+	index_del(id, SR_CM_BY_REQ);
 	*id->pprev = id->next;
 	if (id->next)
 		id->next->pprev = id->pprev;
@@ -95,6 +106,17 @@ void sr_cm_id_free(struct sr_daemon *d, struct sr_cm_id *id)
 struct sr_cm_id *sr_cm_port_ids(struct sr_daemon *d, uint16_t port)
 {
 	return cm_of(d)->by_port[port];
+}
+
+void sr_cm_req_index(struct sr_daemon *d, struct sr_cm_id *id)
+{
+	index_del(id, SR_CM_BY_REQ);
+	index_add(&cm_of(d)->by_req[id->remote_comm_id % SR_CM_REQ_BUCKETS], id, SR_CM_BY_REQ);
+}
+
+struct sr_cm_id *sr_cm_req_ids(struct sr_daemon *d, uint32_t comm_id)
+{
+	return cm_of(d)->by_req[comm_id % SR_CM_REQ_BUCKETS];
 }
 
 struct sr_cm_id *sr_cm_id_by_comm(struct sr_daemon *d, uint32_t comm_id)
@@ -393,7 +415,7 @@ static bool port_taken(struct sr_daemon *d, const struct sr_cm_id *self,
 {
 	struct sr_cm *cm = cm_of(d);
 
-	for (const struct sr_cm_id *o = cm->by_port[port]; o; o = o->port_next) {
+	for (const struct sr_cm_id *o = cm->by_port[port]; o; o = o->inext[SR_CM_BY_PORT]) {
 		if (o == self || o->ps != self->ps)
 			continue;
 		if (o->reuseaddr && self->reuseaddr && o->state != SR_CM_LISTEN)
@@ -450,12 +472,8 @@ int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *
 	id->bound = true;
 	/* indexed by its port; the port never changes once bound (resolve
 	 * may fill in a wildcard's address, not its port) */
-	port_unlink(id);
-	id->port_next = cm_of(d)->by_port[port];
-	if (id->port_next)
-		id->port_next->port_pprev = &id->port_next;
-	id->port_pprev = &cm_of(d)->by_port[port];
-	cm_of(d)->by_port[port] = id;
+	index_del(id, SR_CM_BY_PORT);
+	index_add(&cm_of(d)->by_port[port], id, SR_CM_BY_PORT);
 	if (!sr_cm_addr_any(&a)) {
 		sr_cm_gid_of(d, &a, id->sgid);
 		id->port_num = 1;

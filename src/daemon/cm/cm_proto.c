@@ -372,7 +372,8 @@ static bool ip_match(const struct sr_cm_id *l, const struct sockaddr_storage *ds
  * for it, with or without the IP header (KRN cma.c cma_match_private_data). */
 static struct sr_cm_id *find_ib(struct sr_daemon *d, uint64_t service_id, enum sr_cm_state state)
 {
-	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l; l = l->port_next)
+	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l;
+	     l = l->inext[SR_CM_BY_PORT])
 		if (l->af_ib && l->state == state &&
 		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id)
 			return l;
@@ -403,7 +404,8 @@ static void ib_req_addrs(const uint8_t sgid[16], const uint8_t mygid[16],
 static struct sr_cm_id *find_listener(struct sr_daemon *d, uint64_t service_id,
 				      const struct sockaddr_storage *dst)
 {
-	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l; l = l->port_next)
+	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l;
+	     l = l->inext[SR_CM_BY_PORT])
 		if (l->state == SR_CM_LISTEN &&
 		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id && ip_match(l, dst))
 			return l;
@@ -418,7 +420,8 @@ static struct sr_cm_id *find_listener(struct sr_daemon *d, uint64_t service_id,
 static struct sr_cm_id *find_bound(struct sr_daemon *d, uint64_t service_id,
 				   const struct sockaddr_storage *dst)
 {
-	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l; l = l->port_next)
+	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l;
+	     l = l->inext[SR_CM_BY_PORT])
 		if (l->state == SR_CM_ADDR_BOUND &&
 		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id && ip_match(l, dst))
 			return l;
@@ -472,9 +475,8 @@ void sr_cm_unpark(struct sr_daemon *d, struct sr_cm_id *id, bool deliver)
 static struct sr_cm_id *find_dup(struct sr_daemon *d, const struct sr_cm_msg *m,
 				 const uint8_t sgid[16])
 {
-	for (struct sr_cm_id *o = d->cm->all; o; o = o->next)
-		if (o->remote_comm_id == m->local_comm_id && !memcmp(o->dgid, sgid, 16) &&
-		    o->state != SR_CM_LISTEN)
+	for (struct sr_cm_id *o = sr_cm_req_ids(d, m->local_comm_id); o; o = o->inext[SR_CM_BY_REQ])
+		if (o->remote_comm_id == m->local_comm_id && !memcmp(o->dgid, sgid, 16))
 			return o;
 	return NULL;
 }
@@ -575,6 +577,7 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 	memcpy(id->dgid, sgid, 16);
 	id->port_num = 1;
 	id->remote_comm_id = m->local_comm_id;
+	sr_cm_req_index(d, id);
 	id->remote_qpn = m->local_qpn;
 	id->remote_psn = m->starting_psn;
 	id->remote_guid = m->local_ca_guid;

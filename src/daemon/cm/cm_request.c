@@ -24,12 +24,14 @@ int sr_cm_init(struct sr_daemon *d)
 	cm->ids = calloc(SR_CM_MAX_IDS, sizeof(*cm->ids));
 	cm->chans = calloc(SR_CM_MAX_CHANS, sizeof(*cm->chans));
 	cm->by_port = calloc(65536, sizeof(*cm->by_port));
-	if (!cm->ids || !cm->chans || !cm->by_port ||
+	cm->by_req = calloc(SR_CM_REQ_BUCKETS, sizeof(*cm->by_req));
+	if (!cm->ids || !cm->chans || !cm->by_port || !cm->by_req ||
 	    sr_idalloc_init(&cm->id_alloc, 1, SR_CM_MAX_IDS) ||
 	    sr_idalloc_init(&cm->chan_alloc, 1, SR_CM_MAX_CHANS)) {
 		free(cm->ids);
 		free(cm->chans);
 		free(cm->by_port);
+		free(cm->by_req);
 		free(cm);
 		return -ENOMEM;
 	}
@@ -56,6 +58,7 @@ void sr_cm_fini(struct sr_daemon *d)
 	free(cm->ids);
 	free(cm->chans);
 	free(cm->by_port);
+	free(cm->by_req);
 	free(cm);
 	d->cm = NULL;
 }
