@@ -14,7 +14,9 @@
 #   running then; CM_WAIT=tcp:PORT waits for a TCP listener instead (qperf);
 #   CM_PORT=N for programs with a fixed port (udaddy: 7174; each test has
 #   its own daemon, so its own port spaces); CM_NOTHING_LEFT=1: afterwards
-#   `softrdma status` must list no process holding anything.
+#   `softrdma status` must list no process holding anything; CM_IDLE_CPU=1:
+#   afterwards the daemon, idle, must use under 2% of a CPU (its control
+#   path looks again for a while after a request: never for longer).
 set -u
 here=$(dirname "$0")
 source "$here/../lib.sh"
@@ -75,6 +77,15 @@ if [ -n "${CM_NOTHING_LEFT:-}" ]; then
 	else
 		echo "daemon after: no process holds anything"
 	fi
+fi
+if [ -n "${CM_IDLE_CPU:-}" ]; then
+	sleep 0.2
+	t0=$(awk '{print $14 + $15}' "/proc/$SR_DAEMON_PID/stat")
+	sleep 2
+	t1=$(awk '{print $14 + $15}' "/proc/$SR_DAEMON_PID/stat")
+	ms=$(((t1 - t0) * 1000 / $(getconf CLK_TCK)))
+	echo "daemon idle: ${ms} ms of CPU in 2 s"
+	[ "$ms" -lt 40 ] || { echo "FAIL: the idle daemon keeps a CPU busy"; ok=0; }
 fi
 [ $ok = 1 ] && echo "PASS"
 [ $ok = 1 ]
