@@ -102,16 +102,19 @@ else:
             break
         except ConnectionRefusedError:
             time.sleep(0.05)
-f = conn.makefile("rw")
-f.write(json.dumps(mine) + "\n")
-f.flush()
-peer = json.loads(f.readline())
+# a reader and a writer of their own: one text file for both drops what it
+# read ahead when it is next written to (TextIOWrapper resets its decoder),
+# which lost the peer's "ready" whenever it came with the JSON line
+rf, wf = conn.makefile("r"), conn.makefile("w")
+wf.write(json.dumps(mine) + "\n")
+wf.flush()
+peer = json.loads(rf.readline())
 
 
 def sync(tag):
-    f.write(tag + "\n")
-    f.flush()
-    got = f.readline().strip()
+    wf.write(tag + "\n")
+    wf.flush()
+    got = rf.readline().strip()
     assert got == tag, (got, tag)
 
 
