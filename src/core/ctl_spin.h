@@ -6,6 +6,9 @@
  * again for a bounded time (SOFTRDMA_CTL_SPIN_US, default 30, 0 = never),
  * giving the CPU away between looks so the peer they wait for can run, and
  * only then sleep.  Only right after activity: an idle device never spins.
+ * A thread that finds its CPU taken by a task that does not sleep (a yield
+ * that lasted a scheduler slice) stops looking for 100 ms: yielding to such
+ * a task costs its whole slice, more than the wake-up the look saves.
  */
 #ifndef SR_CORE_CTL_SPIN_H
 #define SR_CORE_CTL_SPIN_H
