@@ -1,7 +1,8 @@
 /*
  * The connection manager's error cases (issue #11), one per run:
  *   cm_errors no_listener | reject_private | peer_killed | private_limit |
- *             addr_error | destroy_blocks | nonblock | timewait_exit
+ *             addr_error | destroy_blocks | nonblock | timewait_exit |
+ *             bind_rules
  * Client and server are separate processes (the server is forked before
  * either touches librdmacm).  Each case prints what it saw and exits 0 when
  * the behaviour is rdma-core's (CM.md sections 1.1 and 2).
@@ -408,6 +409,77 @@ static int nonblock(void)
 	return 0;
 }
 
+static uint16_t bound_port(struct rdma_cm_id *id)
+{
+	return ntohs(rdma_get_src_port(id));
+}
+
+/* bind to ip:port; 0 or the errno of the failure */
+static int try_bind(struct rdma_cm_id *id, const char *ip, uint16_t port)
+{
+	struct sockaddr_in a = addr4(ip, port);
+
+	errno = 0;
+	return rdma_bind_addr(id, (struct sockaddr *)&a) ? errno : 0;
+}
+
+/* Port clashes as the kernel's cma_check_port judges them: the same
+ * address and port EADDRINUSE, a wildcard against anything on the port
+ * EADDRNOTAVAIL, other port spaces and REUSEADDR pairs apart, a destroyed
+ * id's port free again, ephemeral ports all different. */
+static int bind_rules(void)
+{
+	enum { NEPH = 200 };
+	struct rdma_cm_id *a, *b, *c, *u, *r1, *r2, *eph[NEPH];
+	int one = 1;
+	uint16_t p, q;
+
+	CHECK(rdma_create_id(NULL, &a, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_create_id(NULL, &b, NULL, RDMA_PS_TCP) == 0);
+	CHECK(try_bind(a, "127.0.0.1", 0) == 0);
+	p = bound_port(a);
+	CHECK(p != 0);
+	CHECK(try_bind(b, "127.0.0.1", p) == EADDRINUSE);
+	printf("same address and port: EADDRINUSE\n");
+	CHECK(try_bind(b, "0.0.0.0", p) == EADDRNOTAVAIL);
+	printf("wildcard on a port an address holds: EADDRNOTAVAIL\n");
+	CHECK(rdma_create_id(NULL, &u, NULL, RDMA_PS_UDP) == 0);
+	CHECK(try_bind(u, "127.0.0.1", p) == 0);
+	printf("the same port in RDMA_PS_UDP: bound\n");
+	CHECK(rdma_destroy_id(a) == 0);
+	CHECK(try_bind(b, "127.0.0.1", p) == 0);
+	printf("after the holder is destroyed: bound\n");
+	CHECK(rdma_create_id(NULL, &c, NULL, RDMA_PS_TCP) == 0);
+	CHECK(try_bind(c, "0.0.0.0", 0) == 0);
+	q = bound_port(c);
+	CHECK(rdma_destroy_id(b) == 0);
+	CHECK(rdma_create_id(NULL, &b, NULL, RDMA_PS_TCP) == 0);
+	CHECK(try_bind(b, "127.0.0.1", q) == EADDRNOTAVAIL);
+	printf("an address on a port a wildcard holds: EADDRNOTAVAIL\n");
+	/* REUSEADDR on both: the same address and port twice */
+	CHECK(rdma_create_id(NULL, &r1, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_create_id(NULL, &r2, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_set_option(r1, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)) ==
+	      0);
+	CHECK(rdma_set_option(r2, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)) ==
+	      0);
+	CHECK(try_bind(r1, "127.0.0.1", 0) == 0);
+	CHECK(try_bind(r2, "127.0.0.1", bound_port(r1)) == 0);
+	printf("REUSEADDR on both: the same address and port twice\n");
+	for (int i = 0; i < NEPH; i++) {
+		CHECK(rdma_create_id(NULL, &eph[i], NULL, RDMA_PS_TCP) == 0);
+		CHECK(try_bind(eph[i], "127.0.0.1", 0) == 0);
+		for (int j = 0; j < i; j++)
+			CHECK(bound_port(eph[j]) != bound_port(eph[i]));
+	}
+	printf("%d ephemeral binds: %d different ports\n", NEPH, NEPH);
+	for (int i = 0; i < NEPH; i++)
+		CHECK(rdma_destroy_id(eph[i]) == 0);
+	CHECK(rdma_destroy_id(r1) == 0 && rdma_destroy_id(r2) == 0);
+	CHECK(rdma_destroy_id(b) == 0 && rdma_destroy_id(c) == 0 && rdma_destroy_id(u) == 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -418,6 +490,7 @@ int main(int argc, char **argv)
 	    {"peer_killed", peer_killed}, {"private_limit", private_limit},
 	    {"addr_error", addr_error},	  {"destroy_blocks", destroy_blocks},
 	    {"nonblock", nonblock},	  {"timewait_exit", timewait_exit},
+	    {"bind_rules", bind_rules},
 	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);

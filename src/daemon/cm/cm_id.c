@@ -409,9 +409,11 @@ static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_stor
 
 /* Two bindings of one port clash unless both name different addresses
  * (a wildcard takes the port for every address of its family, and an IPv6
- * wildcard without AFONLY for IPv4 too). */
-static bool port_taken(struct sr_daemon *d, const struct sr_cm_id *self,
-		       const struct sockaddr_storage *a, uint16_t port)
+ * wildcard without AFONLY for IPv4 too): 0, or the kernel's errno for the
+ * clash, EADDRNOTAVAIL when either is a wildcard, EADDRINUSE when both name
+ * the same address (KRN cma.c cma_check_port). */
+static int port_taken(struct sr_daemon *d, const struct sr_cm_id *self,
+		      const struct sockaddr_storage *a, uint16_t port)
 {
 	struct sr_cm *cm = cm_of(d);
 
@@ -422,17 +424,17 @@ static bool port_taken(struct sr_daemon *d, const struct sr_cm_id *self,
 			continue;
 		if (sr_cm_addr_any(&o->src) || sr_cm_addr_any(a)) {
 			if (o->src.ss_family == a->ss_family)
-				return true;
+				return -EADDRNOTAVAIL;
 			if ((o->src.ss_family == AF_INET6 && sr_cm_addr_any(&o->src) &&
 			     !o->afonly) ||
 			    (a->ss_family == AF_INET6 && sr_cm_addr_any(a) && !self->afonly))
-				return true;
+				return -EADDRNOTAVAIL;
 			continue;
 		}
 		if (same_ip(&o->src, a))
-			return true;
+			return -EADDRINUSE;
 	}
-	return false;
+	return 0;
 }
 
 int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *addr)
@@ -452,8 +454,10 @@ int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *
 		return -EADDRNOTAVAIL;
 	port = sr_cm_port(&a);
 	if (port) {
-		if (port_taken(d, id, &a, port))
-			return -EADDRINUSE;
+		int ret = port_taken(d, id, &a, port);
+
+		if (ret)
+			return ret;
 	} else {
 		/* an ephemeral port, as the kernel picks one: a random start
 		 * in the local range, then the next free one */
