@@ -20,6 +20,9 @@
 # PAIR_TRACE=1: also capture host b's engine and decode it (pair_trace).
 # PAIR_EXPECT: counter names of `softrdma status`'s RoCE line that must be
 # nonzero on host b afterwards (with SOFTRDMA_FAULT: the recovery happened).
+# PAIR_IDLE_CPU=1: afterwards, with the programs gone, each host's daemon
+# (its engine included) must use under 2% of a CPU over 2 s: no thread
+# busy-polls an idle device (issue #10, deliverable 4).
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
@@ -125,5 +128,18 @@ for c in ${PAIR_EXPECT:-}; do
 	[ "${v:-0}" -gt 0 ] 2>/dev/null || { echo "FAIL: host b's $c is ${v:-absent}: not seen"; ok=0; }
 	echo "host b: $c $v"
 done
+if [ -n "${PAIR_IDLE_CPU:-}" ]; then
+	sleep 0.3 # grants to posting threads lapse after 100 ms (engine.c)
+	cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+	a0=$(cpu "$NN_DPID_A") b0=$(cpu "$NN_DPID_B")
+	sleep 2
+	a1=$(cpu "$NN_DPID_A") b1=$(cpu "$NN_DPID_B")
+	hz=$(getconf CLK_TCK)
+	for h in a b; do
+		[ $h = a ] && ms=$(((a1 - a0) * 1000 / hz)) || ms=$(((b1 - b0) * 1000 / hz))
+		echo "host $h: the idle daemon used $ms ms of CPU in 2 s"
+		[ "$ms" -lt 40 ] || { echo "FAIL: host $h's idle daemon keeps a CPU busy"; ok=0; }
+	done
+fi
 [ $ok = 1 ] && echo "PASS: $prog $* across two hosts, MTU $mtu"
 [ $ok = 1 ]
