@@ -368,14 +368,23 @@ static bool ip_match(const struct sr_cm_id *l, const struct sockaddr_storage *ds
 	       IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
 }
 
-/* An AF_IB listener (or bound id, state) of the service: it takes any REQ
- * for it, with or without the IP header (KRN cma.c cma_match_private_data). */
-static struct sr_cm_id *find_ib(struct sr_daemon *d, uint64_t service_id, enum sr_cm_state state)
+/* The id of the service in state (SR_CM_LISTEN, or SR_CM_ADDR_BOUND: a
+ * bound id that does not listen yet) that takes a REQ: with dst NULL an
+ * AF_IB one, which takes any REQ for its service with or without the IP
+ * header (KRN cma.c cma_match_private_data); else one whose address
+ * matches dst.  A program may tell its peer the port between
+ * rdma_bind_addr and rdma_listen (qperf 0.4.11 does, CM.md section 4): on
+ * a fabric the REQ's flight time usually hides the race, on one host it
+ * never does, so a REQ for a bound id waits on it until it listens (or
+ * goes away: REJ 8 then, as the kernel sends at once). */
+static struct sr_cm_id *find_service(struct sr_daemon *d, uint64_t service_id,
+				     enum sr_cm_state state, const struct sockaddr_storage *dst)
 {
 	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l;
 	     l = l->inext[SR_CM_BY_PORT])
-		if (l->af_ib && l->state == state &&
-		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id)
+		if (l->state == state &&
+		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id &&
+		    (dst ? ip_match(l, dst) : l->af_ib))
 			return l;
 	return NULL;
 }
@@ -399,33 +408,6 @@ static void ib_req_addrs(const uint8_t sgid[16], const uint8_t mygid[16],
 			memcpy(&((struct sockaddr_in6 *)a[i])->sin6_addr, g[i], 16);
 		}
 	}
-}
-
-static struct sr_cm_id *find_listener(struct sr_daemon *d, uint64_t service_id,
-				      const struct sockaddr_storage *dst)
-{
-	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l;
-	     l = l->inext[SR_CM_BY_PORT])
-		if (l->state == SR_CM_LISTEN &&
-		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id && ip_match(l, dst))
-			return l;
-	return NULL;
-}
-
-/* A bound id of the REQ's service that does not listen yet.  A program
- * may tell its peer the port between rdma_bind_addr and rdma_listen (qperf
- * 0.4.11 does, CM.md section 4): on a fabric the REQ's flight time usually
- * hides the race, on one host it never does.  Such a REQ waits on the id
- * until it listens (or goes away: REJ 8 then, as the kernel sends at once). */
-static struct sr_cm_id *find_bound(struct sr_daemon *d, uint64_t service_id,
-				   const struct sockaddr_storage *dst)
-{
-	for (struct sr_cm_id *l = sr_cm_port_ids(d, (uint16_t)service_id); l;
-	     l = l->inext[SR_CM_BY_PORT])
-		if (l->state == SR_CM_ADDR_BOUND &&
-		    sr_cm_service_id(l->ps, sr_cm_port(&l->src)) == service_id && ip_match(l, dst))
-			return l;
-	return NULL;
 }
 
 static void park(struct sr_cm_id *b, const uint8_t sgid[16], const uint8_t dgid[16],
@@ -519,16 +501,16 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 		}
 		return;
 	}
-	l = find_ib(d, m->service_id, SR_CM_LISTEN);
-	if (!l && !sidr && (l = find_ib(d, m->service_id, SR_CM_ADDR_BOUND))) {
+	l = find_service(d, m->service_id, SR_CM_LISTEN, NULL);
+	if (!l && !sidr && (l = find_service(d, m->service_id, SR_CM_ADDR_BOUND, NULL))) {
 		park(l, sgid, mygid, m);
 		return;
 	}
 	if (l) {
 		ib_req_addrs(sgid, mygid, &peer, &self);
 	} else if (!sr_cm_ip_hdr_parse(m->private_data, &peer, &self)) {
-		l = find_listener(d, m->service_id, &self);
-		if (!l && !sidr && (l = find_bound(d, m->service_id, &self))) {
+		l = find_service(d, m->service_id, SR_CM_LISTEN, &self);
+		if (!l && !sidr && (l = find_service(d, m->service_id, SR_CM_ADDR_BOUND, &self))) {
 			park(l, sgid, mygid, m);
 			return;
 		}
