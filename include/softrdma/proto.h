@@ -31,7 +31,7 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 6u
+#define SR_PROTO_VERSION 7u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 /* An MR is a list of segments, one per memfd backing it spans (earlier
@@ -223,6 +223,12 @@ struct sr_cm_conn {
  * says so with SR_CM_AF_IB (src/rdmacm/afib.c). */
 #define SR_CM_ADDR_LEN 28
 #define SR_CM_AF_IB    1u /* sr_req.u.cm.flags, sr_cm_info.flags */
+/* sr_req.u.cm.flags of a CONNECT whose u.cm.qp holds the RTR and RTS
+ * moves of the id's QP (from INIT), the REP's fields still to fill in:
+ * the daemon makes them when the REP comes and sends the RTU itself, and
+ * the event is ESTABLISHED with SR_CM_EV_QP_MOVED instead of
+ * CONNECT_RESPONSE (cm_proto.c, recv_rep) */
+#define SR_CM_FINISH 2u
 
 /* What the daemon knows of an id's addresses and path. */
 struct sr_cm_info {
@@ -249,9 +255,13 @@ struct sr_cm_event_wire {
 	struct sr_cm_conn conn;
 	struct sr_cm_info info; /* the id's addresses and path now */
 	uint32_t remote_psn;	/* the peer's starting PSN */
+	uint32_t flags;		/* SR_CM_EV_QP_MOVED */
 	uint32_t private_len;
 	uint8_t private_data[224];
 };
+/* sr_cm_event_wire.flags: an active side's ESTABLISHED made by the daemon
+ * (SR_CM_FINISH): the id's QP is at RTS and the RTU went out */
+#define SR_CM_EV_QP_MOVED 1u
 
 struct sr_req {
 	uint32_t op;	 /* enum sr_op */
@@ -360,7 +370,8 @@ struct sr_req {
 			uint64_t sid;
 			uint8_t src[SR_CM_ADDR_LEN], dst[SR_CM_ADDR_LEN];
 			uint8_t private_data[224];
-			struct sr_cm_qp_moves qp; /* ACCEPT, ESTABLISH, DISCONNECT */
+			struct sr_cm_qp_moves
+			    qp; /* ACCEPT, ESTABLISH, DISCONNECT; CONNECT (SR_CM_FINISH) */
 		} cm;
 	} u;
 };

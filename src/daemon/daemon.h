@@ -194,9 +194,10 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
 /* The QP moves a CM request carries (ACCEPT, ESTABLISH), one after another
  * under the QP's locks, as that many MODIFY_QPs would make them: 0,
  * -errno of the first that fails (those before it stay made), or SR_RETRY
- * with none made. */
+ * with none made.  from >= 0: only from that state (else -EINVAL, none
+ * made). */
 struct sr_cm_qp_moves;
-int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_moves *m);
+int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_moves *m, int from);
 struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
 bool sr_daemon_tick(struct sr_daemon *d);
 

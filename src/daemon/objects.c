@@ -1433,7 +1433,7 @@ static struct sr_obj *qp_of_process(struct sr_daemon *d, struct sr_client *c, ui
 	return NULL;
 }
 
-int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_moves *m)
+int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_moves *m, int from)
 {
 	struct sr_obj *o;
 	struct sr_qp_shm *qp;
@@ -1447,6 +1447,8 @@ int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_
 	qp = sr_arena_at(d->arena, o->u.shm.off);
 	if (!qp_lock(qp))
 		return SR_RETRY; /* nothing moved yet: run again as a whole */
+	if (from >= 0 && atomic_load_explicit(&qp->state, memory_order_relaxed) != (uint32_t)from)
+		ret = -EINVAL;
 	for (uint32_t i = 0; i < m->n && !ret; i++) {
 		enum ibv_qp_state next;
 		struct ibv_qp_attr a;

@@ -249,6 +249,15 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	free(c);
 }
 
+/* What a REP tells the active side (its CONNECT_RESPONSE). */
+static void conn_response_fields(struct cm_id *id, const struct sr_cm_event_wire *w)
+{
+	id->remote_qpn = w->conn.qp_num;
+	id->remote_psn = w->remote_psn;
+	id->peer_resp_res = w->conn.responder_resources;
+	id->peer_init_depth = w->conn.initiator_depth;
+}
+
 /* The event's payload in the application's terms. */
 static void fill_conn(struct cm_event *e, const struct sr_cm_event_wire *w)
 {
@@ -390,10 +399,7 @@ again:
 			fill_conn(e, w);
 		break;
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
-		id->remote_qpn = w->conn.qp_num;
-		id->remote_psn = w->remote_psn;
-		id->peer_resp_res = w->conn.responder_resources;
-		id->peer_init_depth = w->conn.initiator_depth;
+		conn_response_fields(id, w);
 		fill_conn(e, w);
 		if (id->id.qp) {
 			/* rdma-core's ucma_process_conn_resp: the library
@@ -414,6 +420,11 @@ again:
 			id->remote_qkey = w->conn.qkey;
 			fill_ud(e, id, w, true);
 		} else {
+			if (w->flags & SR_CM_EV_QP_MOVED && id->id.qp) {
+				/* the CONNECT_RESPONSE the daemon finished */
+				conn_response_fields(id, w);
+				cm_conn_moved(id);
+			}
 			fill_conn(e, w);
 		}
 		break;

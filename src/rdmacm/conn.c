@@ -199,17 +199,25 @@ static int request_at_rts(struct cm_id *id, struct sr_req *req, bool *at_rts)
 	return ret;
 }
 
+/* What we asked for, bounded by what the REP offers, in our view (the
+ * peer's initiator depth is our responder resources and the other way
+ * round; the kernel's cm_rep_handler).  The daemon bounds the moves it
+ * makes at the REP the same way (cm_proto.c, finish). */
+void cm_conn_bound(struct cm_id *id)
+{
+	if (id->peer_resp_res < id->resp_res)
+		id->resp_res = id->peer_resp_res;
+	if (id->peer_init_depth < id->init_depth)
+		id->init_depth = id->peer_init_depth;
+}
+
 int cm_conn_response(struct cm_id *id)
 {
 	struct sr_req req;
 	bool at_rts;
 	int ret;
 
-	/* what we asked for, bounded by what the peer accepted */
-	if (id->peer_resp_res < id->init_depth)
-		id->init_depth = id->peer_resp_res;
-	if (id->peer_init_depth < id->resp_res)
-		id->resp_res = id->peer_init_depth;
+	cm_conn_bound(id);
 	cm_req_init(&req, SR_OP_CM_ESTABLISH, id->handle);
 	ret = request_at_rts(id, &req, &at_rts);
 	if (ret && !at_rts) {
@@ -276,6 +284,34 @@ static void fill_req(struct cm_id *id, struct sr_req *req, const struct rdma_con
 	}
 }
 
+/*
+ * A QP this library made (rdma_create_qp, still in INIT) is finished by
+ * the daemon when the REP comes: the CONNECT carries its RTR and RTS moves
+ * as far as they are known now (the peer's QPN and PSN, and the depths it
+ * offers, the daemon fills in from the REP) and the event is ESTABLISHED
+ * (cm_conn_moved), saving the round trip of cm_conn_response.  If the
+ * daemon cannot make them, the event is CONNECT_RESPONSE as before.
+ */
+static void finish_at_rep(struct cm_id *id, struct sr_req *req)
+{
+	struct ibv_qp *qp = id->id.qp;
+
+	if (!cm_g.finish_at_rep || !qp || id->id.qp_type == IBV_QPT_UD ||
+	    qp->state != IBV_QPS_INIT || !sr_verbs_hooks_of(qp->context) || add_moves(id, req))
+		return;
+	req->u.cm.flags |= SR_CM_FINISH;
+}
+
+/* The daemon finished the connection at the REP (finish_at_rep): the QP
+ * is at RTS and the RTU went out. */
+void cm_conn_moved(struct cm_id *id)
+{
+	const struct sr_verbs_hooks *h = sr_verbs_hooks_of(id->id.qp->context);
+
+	cm_conn_bound(id);
+	h->qp_moved(id->id.qp, IBV_QPS_INIT);
+}
+
 int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 {
 	struct cm_id *id = (struct cm_id *)cid;
@@ -298,6 +334,7 @@ int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	id->connect_error = false;
 	cm_req_init(&req, SR_OP_CM_CONNECT, id->handle);
 	fill_req(id, &req, p);
+	finish_at_rep(id, &req);
 	ret = cm_id_request(id, &req, &rep);
 	if (ret)
 		return cm_err(-ret);

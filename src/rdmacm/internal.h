@@ -100,6 +100,9 @@ struct cm_global {
 	struct ibv_xrcd *xrcd; /* the device's XRC domain, made when first needed */
 	struct sr_dev_info dev;
 	struct ibv_device_attr attr;
+	/* the daemon finishes an active connection at the REP (conn.c,
+	 * finish_at_rep); SOFTRDMA_CM_FINISH=0: the library does, as rdma-core */
+	bool finish_at_rep;
 };
 extern struct cm_global cm_g;
 /* Opens the device and the daemon connection once.  0 or -1/errno (ENODEV). */
@@ -172,6 +175,11 @@ void cm_id_ib_addrs(struct cm_id *id);
 /* The QP moves rdma-core makes on a connect response: RTR, RTS, then the
  * RTU.  0 or -errno. */
 int cm_conn_response(struct cm_id *id);
+/* The same, made by the daemon when the REP came (an ESTABLISHED with
+ * SR_CM_EV_QP_MOVED): the library's view of the id and its QP follows. */
+void cm_conn_moved(struct cm_id *id);
+/* Our read/atomic depths, bounded by what the REP offered. */
+void cm_conn_bound(struct cm_id *id);
 int cm_modify_qp(struct cm_id *id, enum ibv_qp_state state);
 void cm_qp_to_err(struct cm_id *id);
 

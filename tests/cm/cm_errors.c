@@ -2,7 +2,7 @@
  * The connection manager's error cases (issue #11), one per run:
  *   cm_errors no_listener | reject_private | peer_killed | private_limit |
  *             addr_error | destroy_blocks | nonblock | timewait_exit |
- *             bind_rules
+ *             bind_rules | depths
  * Client and server are separate processes (the server is forked before
  * either touches librdmacm).  Each case prints what it saw and exits 0 when
  * the behaviour is rdma-core's (CM.md sections 1.1 and 2).
@@ -87,7 +87,12 @@ static int pick_port(void)
 
 /* A server process listening on port: on each request it runs `what`.
  * It tells the parent over `ready` when it listens. */
-enum server_mode { SERVE_REJECT, SERVE_ACCEPT_AND_HANG, SERVE_ACCEPT_AND_TIMEWAIT };
+enum server_mode {
+	SERVE_REJECT,
+	SERVE_ACCEPT_AND_HANG,
+	SERVE_ACCEPT_AND_TIMEWAIT,
+	SERVE_ACCEPT_DEPTHS, /* accepts with responder resources 2, initiator depth 5 */
+};
 
 static void server(int port, enum server_mode mode, int ready)
 {
@@ -123,10 +128,25 @@ static void server(int port, enum server_mode mode, int ready)
 		struct ibv_qp_init_attr qa = {.cap = {1, 1, 1, 1, 0}, .qp_type = IBV_QPT_RC};
 		struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1};
 
+		if (mode == SERVE_ACCEPT_DEPTHS) {
+			p.responder_resources = 2;
+			p.initiator_depth = 5;
+		}
 		CHECK(rdma_create_qp(id, NULL, &qa) == 0);
 		CHECK(rdma_accept(id, &p) == 0);
 		rdma_ack_cm_event(ev);
 		rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ESTABLISHED));
+		if (mode == SERVE_ACCEPT_DEPTHS) {
+			struct ibv_qp_init_attr qia;
+			struct ibv_qp_attr qpa;
+
+			CHECK(ibv_query_qp(id->qp, &qpa,
+					   IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC,
+					   &qia) == 0);
+			printf("server: max_rd_atomic %u max_dest_rd_atomic %u\n",
+			       qpa.max_rd_atomic, qpa.max_dest_rd_atomic);
+			CHECK(qpa.max_rd_atomic == 5 && qpa.max_dest_rd_atomic == 2);
+		}
 		CHECK(write(ready, &c, 1) == 1);
 		if (mode == SERVE_ACCEPT_AND_TIMEWAIT) {
 			double t0;
@@ -480,6 +500,52 @@ static int bind_rules(void)
 	return 0;
 }
 
+/*
+ * The active side's read/atomic depths after a connection whose REP
+ * offers less than it asked, and other amounts each way: its initiator
+ * depth (max_rd_atomic) is bounded by the peer's responder resources,
+ * its responder resources (max_dest_rd_atomic) by the peer's initiator
+ * depth, as the kernel's CM sets them from the REP.  The same whether
+ * the daemon finishes the connection at the REP (the default) or the
+ * library does (SOFTRDMA_CM_FINISH=0, as rdma-core).
+ */
+static int depths(void)
+{
+	int port = pick_port(), rd;
+	pid_t pid = start_server(port, SERVE_ACCEPT_DEPTHS, &rd);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param p = {.responder_resources = 6, .initiator_depth = 7};
+	struct ibv_qp_init_attr qia;
+	struct rdma_cm_event *ev;
+	struct ibv_qp_attr a;
+	struct rdma_cm_id *id;
+	char c;
+
+	CHECK(ch);
+	id = client_id(ch, port);
+	CHECK(rdma_connect(id, &p) == 0);
+	ev = expect(ch, RDMA_CM_EVENT_ESTABLISHED);
+	printf("ESTABLISHED: responder_resources %u initiator_depth %u\n",
+	       ev->param.conn.responder_resources, ev->param.conn.initiator_depth);
+	rdma_ack_cm_event(ev);
+	CHECK(ibv_query_qp(id->qp, &a,
+			   IBV_QP_STATE | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC,
+			   &qia) == 0);
+	printf("client: state %d max_rd_atomic %u max_dest_rd_atomic %u\n", a.qp_state,
+	       a.max_rd_atomic, a.max_dest_rd_atomic);
+	CHECK(a.qp_state == IBV_QPS_RTS);
+	CHECK(a.max_rd_atomic == 2 && a.max_dest_rd_atomic == 5);
+	CHECK(read(rd, &c, 1) == 1); /* the server saw ESTABLISHED and checked its QP */
+	CHECK(kill(pid, SIGKILL) == 0);
+	reap(pid);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_DISCONNECTED));
+	rdma_disconnect(id);
+	rdma_destroy_qp(id);
+	CHECK(rdma_destroy_id(id) == 0);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -490,7 +556,7 @@ int main(int argc, char **argv)
 	    {"peer_killed", peer_killed}, {"private_limit", private_limit},
 	    {"addr_error", addr_error},	  {"destroy_blocks", destroy_blocks},
 	    {"nonblock", nonblock},	  {"timewait_exit", timewait_exit},
-	    {"bind_rules", bind_rules},
+	    {"bind_rules", bind_rules},	  {"depths", depths},
 	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -93,6 +93,9 @@ struct sr_cm_id {
 	uint64_t remote_guid;
 	uint32_t qpn, psn, remote_qpn, remote_psn;
 	struct sr_cm_conn conn; /* ours (CONNECT/ACCEPT) */
+	/* CONNECT with SR_CM_FINISH: the QP's RTR and RTS moves, made when
+	 * the REP comes (finish.n 0: the library finishes) */
+	struct sr_cm_qp_moves finish;
 	/* the message that waits for an answer: resent at deadline */
 	uint8_t mad[SR_CM_MAD_SIZE];
 	uint64_t deadline_ms; /* 0: no timer */

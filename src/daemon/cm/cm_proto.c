@@ -7,7 +7,9 @@
  * A11 IP header; listeners are found by service ID, then address.  AF_IB
  * ids send no header and their listeners take every REQ of their service
  * ID (KRN cma.c: the header is for IP addresses only).
- *   active RC:  REQ -> (REP: CONNECT_RESPONSE; the library moves its QP and
+ *   active RC:  REQ -> (REP: the QP to RTR and RTS, the RTU, ESTABLISHED,
+ *               if the library's QP and its moves came with the CONNECT;
+ *               else CONNECT_RESPONSE, and the library moves its QP and
  *               asks for the RTU) | (REJ: REJECTED reason) | timeout:
  *               UNREACHABLE
  *   passive RC: REQ -> CONNECT_REQUEST; accept -> REP; RTU -> ESTABLISHED
@@ -96,6 +98,10 @@ int sr_cm_connect(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req 
 	id->conn = *c;
 	id->qpn = c->qp_num;
 	id->psn = req->u.cm.psn & 0xffffff;
+	id->finish.n = 0;
+	if (req->u.cm.flags & SR_CM_FINISH && !ud && c->has_qp &&
+	    req->u.cm.qp.n == SR_CM_QP_MOVES && req->u.cm.qp.qpn == c->qp_num)
+		id->finish = req->u.cm.qp;
 	if (ud) {
 		m.attr = SR_CM_SIDR_REQ;
 		m.pkey = 0xffff;
@@ -579,6 +585,35 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 	sr_cm_event_post(id, ev);
 }
 
+/*
+ * What librdmacm does with a CONNECT_RESPONSE when it made the QP
+ * (ucma_process_conn_resp: RTR, RTS, then the RTU), done here when the
+ * REP comes, if the CONNECT carried the moves (SR_CM_FINISH): it saves the
+ * library a round trip per connection and sends the RTU without waiting
+ * for the application to read its event.  The REP fills in what the
+ * library could not know: the peer's QPN and PSN, and each side's
+ * read/atomic depth bounded by what the peer offers (as conn.c's
+ * cm_conn_response).  True if the QP is at RTS; false if nothing was
+ * moved (a QP lock held, the QP no longer in INIT, a move refused): the
+ * event is then CONNECT_RESPONSE and the library finishes as before.
+ */
+static bool finish(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_cm_msg *m)
+{
+	struct sr_cm_qp_moves mv = id->finish;
+	struct sr_qp_attr_wire *rtr = &mv.attr[0], *rts = &mv.attr[1];
+
+	id->finish.n = 0;
+	if (mv.n != SR_CM_QP_MOVES || !id->owner)
+		return false;
+	rtr->dest_qp_num = m->local_qpn;
+	rtr->rq_psn = m->starting_psn;
+	if (m->initiator_depth < rtr->max_dest_rd_atomic)
+		rtr->max_dest_rd_atomic = m->initiator_depth;
+	if (m->responder_resources < rts->max_rd_atomic)
+		rts->max_rd_atomic = m->responder_resources;
+	return sr_qp_moves(d, id->owner, &mv, IBV_QPS_INIT) == 0;
+}
+
 static void recv_rep(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_cm_msg *m)
 {
 	struct sr_cm_event *ev;
@@ -596,7 +631,15 @@ static void recv_rep(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_c
 	id->remote_qpn = m->local_qpn;
 	id->remote_psn = m->starting_psn;
 	id->remote_guid = m->local_ca_guid;
-	ev = sr_cm_event_new(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+	if (finish(d, id, m)) {
+		send_rtu(d, id);
+		id->state = SR_CM_ESTABLISHED;
+		ev = sr_cm_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+		if (ev)
+			ev->w.flags = SR_CM_EV_QP_MOVED;
+	} else {
+		ev = sr_cm_event_new(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+	}
 	if (!ev)
 		return;
 	conn_event(ev, m);

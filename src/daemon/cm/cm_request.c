@@ -392,7 +392,7 @@ static int qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_re
 		return 0;
 	if (!sr_cm_id_owned(d, c, req->handle))
 		return -EINVAL;
-	ret = sr_qp_moves(d, c, &req->u.cm.qp);
+	ret = sr_qp_moves(d, c, &req->u.cm.qp, -1);
 	return ret && ret != SR_RETRY && req->op == SR_OP_CM_DISCONNECT ? 0 : ret;
 }
 
