@@ -238,8 +238,11 @@ int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req 
 		  int nfds, struct sr_rep *rep);
 void sr_cm_client_gone(struct sr_daemon *d, struct sr_client *c);
 bool sr_cm_tick(struct sr_daemon *d);
-/* Readable when CM MADs from other hosts wait for sr_cm_tick (-1: none). */
+/* Readable when CM MADs from other hosts wait for sr_cm_tick (-1: none);
+ * cleared by sr_cm_wire_clear once a poll found it readable (taking the
+ * MADs, after every request and tick, then costs no system call). */
 int sr_cm_wire_fd(void);
+void sr_cm_wire_clear(void);
 /* malloc'd text for `softrdma status` (cm_status.c), NULL without a CM */
 char *sr_cm_status_text(struct sr_daemon *d);
 

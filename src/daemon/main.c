@@ -246,6 +246,8 @@ int main(int argc, char **argv)
 		active = ret > 0;
 		if (ret < 0 && errno != EINTR)
 			break;
+		if (ret > 0 && pfd[n].revents & POLLIN)
+			sr_cm_wire_clear(); /* before sr_cm_tick takes the MADs */
 		if (ret > 0) {
 			/* serve clients first: accept_client changes the list head */
 			for (size_t i = 1; i < n; i++) {

@@ -366,7 +366,9 @@ void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 
 static struct rx_slot *rx_slots;
 
-static bool rx_batch(struct sr_engine *e)
+/* Takes what the socket holds, up to a batch: true if it took any; *more
+ * says whether the socket may hold more (a full batch). */
+static bool rx_batch(struct sr_engine *e, bool *more)
 {
 	struct mmsghdr mm[SR_ENG_RX_BATCH];
 	int n;
@@ -383,6 +385,7 @@ static bool rx_batch(struct sr_engine *e)
 						.msg_controllen = sizeof(s->ctl.buf)};
 	}
 	n = recvmmsg(e->rx_sock, mm, SR_ENG_RX_BATCH, MSG_DONTWAIT, NULL);
+	*more = n == SR_ENG_RX_BATCH;
 	if (n <= 0)
 		return false;
 	for (int i = 0; i < n; i++) {
@@ -556,10 +559,15 @@ static void *engine_main(void *arg)
 	struct sr_engine *e = arg;
 	struct sr_arena_hdr *h = e->arena;
 	struct epoll_event ev[4];
+	/* whether the socket may hold datagrams: not after a look that found
+	 * none, or a wake-up for something else (a doorbell, a MAD to send, a
+	 * timer), which then costs no recvmmsg that finds nothing */
+	bool rx_ready = true;
 
 	short_slice();
 	while (!engine_stop) {
-		uint64_t next, held;
+		uint64_t next, held,
+		    tx0 = atomic_load_explicit(&e->cnt[SR_ENG_TX_PKTS], memory_order_relaxed);
 		bool busy;
 
 		sr_epoch_enter(e->arena);
@@ -572,7 +580,7 @@ static void *engine_main(void *arg)
 		run_doorbells(e);
 		run_udtx(e);
 		sr_eng_gsi_turn(e); /* the CM agent's MADs (gsi.c) */
-		busy = rx_batch(e);
+		busy = rx_ready && rx_batch(e, &rx_ready);
 		e->now = now_ns();
 		grant_tick(e);
 		next = run_timers(e);
@@ -588,8 +596,17 @@ static void *engine_main(void *arg)
 		if (e->grant_tick && (!next || e->grant_tick < next))
 			next = e->grant_tick;
 		sr_epoch_exit();
-		if (busy || !sr_db_empty(h))
+		/* a stream (doorbells, or packets in and out this turn): look
+		 * again at once, so that the engine does not pass through its
+		 * sleep (and posting threads ring it) between datagrams; what
+		 * only came in (a MAD, an ACK) is answered later, and the
+		 * sleep's epoll tells whether more came meanwhile */
+		if (!sr_db_empty(h) ||
+		    (busy && (rx_ready || atomic_load_explicit(&e->cnt[SR_ENG_TX_PKTS],
+							       memory_order_relaxed) != tx0))) {
+			rx_ready = true;
 			continue;
+		}
 		atomic_store_explicit(&h->engine_sleeping, 1, memory_order_relaxed);
 		/* pairs with sr_db_ring's fence after it queued */
 		atomic_thread_fence(memory_order_seq_cst);
@@ -605,8 +622,11 @@ static void *engine_main(void *arg)
 				tp = &ts;
 			}
 			n = epoll_pwait2(e->ep_fd, ev, 4, tp, NULL);
+			rx_ready = n < 0; /* EINTR: look */
 			for (int i = 0; i < n; i++)
-				if (ev[i].data.fd == e->db_fd) {
+				if (ev[i].data.fd == e->rx_sock)
+					rx_ready = true;
+				else if (ev[i].data.fd == e->db_fd) {
 					uint64_t v;
 
 					if (read(e->db_fd, &v, sizeof(v)) < 0)

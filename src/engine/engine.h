@@ -260,9 +260,13 @@ void sr_eng_gsi_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *s
 		   const uint8_t *dgid);
 /* Daemon thread: queues a MAD for the wire (-ENOTSUP: no engine on this
  * host, -ENOBUFS: queue full); the fd that becomes readable when MADs came
- * (-1: no engine); takes up to max of them; MADs lost to full queues. */
+ * (-1: no engine), cleared by sr_engine_gsi_clear once a poll found it
+ * readable (before the MADs are taken, so none is left behind); takes up
+ * to max of them (the fd made readable again if more wait); MADs lost to
+ * full queues. */
 int sr_engine_gsi_send(const struct sr_gsi_mad *m);
 int sr_engine_gsi_fd(void);
+void sr_engine_gsi_clear(void);
 unsigned sr_engine_gsi_recv(struct sr_gsi_mad *out, unsigned max);
 uint64_t sr_engine_gsi_dropped(void);
 

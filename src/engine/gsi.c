@@ -158,18 +158,24 @@ int sr_engine_gsi_fd(void)
 	return sr_engine_running() ? gsi_rx_fd : -1;
 }
 
-unsigned sr_engine_gsi_recv(struct sr_gsi_mad *out, unsigned max)
+void sr_engine_gsi_clear(void)
 {
 	uint64_t v;
+
+	if (gsi_rx_fd >= 0 && read(gsi_rx_fd, &v, sizeof(v)) < 0)
+		v = 0;
+}
+
+unsigned sr_engine_gsi_recv(struct sr_gsi_mad *out, unsigned max)
+{
 	unsigned n;
 
+	/* the count first: the daemon calls this after every request, and
+	 * an empty queue costs it no system call */
 	if (gsi_rx_fd < 0)
 		return 0;
-	/* cleared first: a MAD queued after this read writes it again */
-	if (read(gsi_rx_fd, &v, sizeof(v)) < 0)
-		v = 0;
 	n = pop(&gsi_rx, out, max);
-	if (n == max && write(gsi_rx_fd, &(uint64_t){1}, sizeof(v)) < 0) /* more may wait */
+	if (n == max && write(gsi_rx_fd, &(uint64_t){1}, sizeof(uint64_t)) < 0) /* more may wait */
 		sr_dbg("engine: gsi rewake: %m");
 	return n;
 }

@@ -38,6 +38,11 @@ int sr_cm_wire_fd(void)
 	return sr_engine_gsi_fd();
 }
 
+void sr_cm_wire_clear(void)
+{
+	sr_engine_gsi_clear();
+}
+
 void sr_cm_wire_poll(struct sr_daemon *d)
 {
 	struct sr_gsi_mad in[32];
