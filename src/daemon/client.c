@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,6 +89,33 @@ struct sr_client *sr_client_add(struct sr_daemon *d, int sock, pid_t pid, uid_t 
 	c->next = d->clients;
 	d->clients = c;
 	return c;
+}
+
+static bool same_user_ns(pid_t pid)
+{
+	char path[64];
+	struct stat a, b;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	return !stat(path, &a) && !stat("/proc/self/ns/user", &b) && a.st_ino == b.st_ino &&
+	       a.st_dev == b.st_dev;
+}
+
+bool sr_client_capable(const struct sr_client *c, int cap)
+{
+	char path[64], line[128];
+	unsigned long long eff = 0;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)c->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "CapEff: %llx", &eff) == 1;
+	fclose(f);
+	return found && cap >= 0 && cap < 64 && (eff >> cap & 1) && same_user_ns(c->pid);
 }
 
 void sr_client_drop_silent_foreign(struct sr_daemon *d)

@@ -207,6 +207,11 @@ bool sr_daemon_tick(struct sr_daemon *d);
  * closes sock) without memory, or when SR_FOREIGN_MAX foreign connections
  * wait already. */
 struct sr_client *sr_client_add(struct sr_daemon *d, int sock, pid_t pid, uid_t uid);
+/* Whether the client's process has capability cap (linux/capability.h)
+ * now, in the daemon's user namespace: its CapEff, if it shares that
+ * namespace (a process that is root only in a namespace of its own has
+ * none of the kernel's capable() here).  False when it cannot be read. */
+bool sr_client_capable(const struct sr_client *c, int cap);
 /* Drops foreign connections that sent no request for SR_FOREIGN_WAIT_MS. */
 void sr_client_drop_silent_foreign(struct sr_daemon *d);
 /* Reclaims everything the client holds, closes its socket, frees it. */

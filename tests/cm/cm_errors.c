@@ -2,7 +2,7 @@
  * The connection manager's error cases (issue #11), one per run:
  *   cm_errors no_listener | reject_private | peer_killed | private_limit |
  *             addr_error | destroy_blocks | nonblock | timewait_exit |
- *             bind_rules | depths
+ *             bind_rules | depths | bind_privileged
  * Client and server are separate processes (the server is forked before
  * either touches librdmacm).  Each case prints what it saw and exits 0 when
  * the behaviour is rdma-core's (CM.md sections 1.1 and 2).
@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -500,6 +501,43 @@ static int bind_rules(void)
 	return 0;
 }
 
+/* Whether this process holds CAP_NET_BIND_SERVICE (bit 10 of CapEff). */
+static bool may_bind_low(void)
+{
+	char line[128];
+	unsigned long long eff = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	CHECK(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return eff >> 10 & 1;
+}
+
+/* A port below 1024 needs CAP_NET_BIND_SERVICE, as the kernel's CM asks
+ * (cma_use_port): EACCES without it, and the same port bound with it;
+ * ports from 1024 up either way.  CMake runs it as root and as root
+ * without the capability (setpriv). */
+static int bind_privileged(void)
+{
+	bool cap = may_bind_low();
+	struct rdma_cm_id *a, *b;
+	int ret;
+
+	CHECK(rdma_create_id(NULL, &a, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_create_id(NULL, &b, NULL, RDMA_PS_TCP) == 0);
+	ret = try_bind(a, "127.0.0.1", 999);
+	printf("CAP_NET_BIND_SERVICE %s: bind to port 999: %s\n", cap ? "held" : "not held",
+	       ret ? strerror(ret) : "bound");
+	CHECK(ret == (cap ? 0 : EACCES));
+	CHECK(try_bind(b, "127.0.0.1", (uint16_t)(pick_port() | 1024)) == 0);
+	printf("a port above 1023: bound\n");
+	CHECK(rdma_destroy_id(a) == 0 && rdma_destroy_id(b) == 0);
+	return 0;
+}
+
 /*
  * The active side's read/atomic depths after a connection whose REP
  * offers less than it asked, and other amounts each way: its initiator
@@ -552,11 +590,17 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(void);
 	} cases[] = {
-	    {"no_listener", no_listener}, {"reject_private", reject_private},
-	    {"peer_killed", peer_killed}, {"private_limit", private_limit},
-	    {"addr_error", addr_error},	  {"destroy_blocks", destroy_blocks},
-	    {"nonblock", nonblock},	  {"timewait_exit", timewait_exit},
-	    {"bind_rules", bind_rules},	  {"depths", depths},
+	    {"no_listener", no_listener},
+	    {"reject_private", reject_private},
+	    {"peer_killed", peer_killed},
+	    {"private_limit", private_limit},
+	    {"addr_error", addr_error},
+	    {"destroy_blocks", destroy_blocks},
+	    {"nonblock", nonblock},
+	    {"timewait_exit", timewait_exit},
+	    {"bind_rules", bind_rules},
+	    {"depths", depths},
+	    {"bind_privileged", bind_privileged},
 	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -9,6 +9,7 @@
  * and the daemon never reads a client's eventfd (it could block).
  */
 #include <errno.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -454,8 +455,15 @@ int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *
 		return -EADDRNOTAVAIL;
 	port = sr_cm_port(&a);
 	if (port) {
-		int ret = port_taken(d, id, &a, port);
+		int ret;
 
+		/* a privileged port, as for the kernel's sockets: its CM asks
+		 * the caller for CAP_NET_BIND_SERVICE below 1024 (KRN cma.c
+		 * cma_use_port, PROT_SOCK; not the sysctl sockets follow) */
+		if (port < 1024 &&
+		    (!id->owner || !sr_client_capable(id->owner, CAP_NET_BIND_SERVICE)))
+			return -EACCES;
+		ret = port_taken(d, id, &a, port);
 		if (ret)
 			return ret;
 	} else {
