@@ -487,6 +487,11 @@ static int bind_rules(void)
 	CHECK(try_bind(r1, "127.0.0.1", 0) == 0);
 	CHECK(try_bind(r2, "127.0.0.1", bound_port(r1)) == 0);
 	printf("REUSEADDR on both: the same address and port twice\n");
+	/* but neither listens while the other holds the port (the kernel's
+	 * rdma_listen judges it again without REUSEADDR) */
+	errno = 0;
+	CHECK(rdma_listen(r1, 4) == -1 && errno == EADDRINUSE);
+	printf("listen on a port another REUSEADDR id shares: EADDRINUSE\n");
 	for (int i = 0; i < NEPH; i++) {
 		CHECK(rdma_create_id(NULL, &eph[i], NULL, RDMA_PS_TCP) == 0);
 		CHECK(try_bind(eph[i], "127.0.0.1", 0) == 0);

@@ -181,6 +181,9 @@ void sr_cm_events_move(struct sr_cm_id *id, struct sr_cm_chan *to);
 void sr_cm_id_info(const struct sr_cm_id *id, struct sr_cm_info *info);
 /* Binds id to addr (port 0: an ephemeral one).  0 or -errno. */
 int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *addr);
+/* Before a bound id listens: 0, or EADDRINUSE / EADDRNOTAVAIL when it is a
+ * REUSEADDR id whose port another id shares (the kernel's rdma_listen). */
+int sr_cm_listen_check(struct sr_daemon *d, const struct sr_cm_id *id);
 uint16_t sr_cm_port(const struct sockaddr_storage *a);
 bool sr_cm_addr_any(const struct sockaddr_storage *a);
 /* An IPv4 or IPv6 multicast group address. */

@@ -414,14 +414,14 @@ static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_stor
  * clash, EADDRNOTAVAIL when either is a wildcard, EADDRINUSE when both name
  * the same address (KRN cma.c cma_check_port). */
 static int port_taken(struct sr_daemon *d, const struct sr_cm_id *self,
-		      const struct sockaddr_storage *a, uint16_t port)
+		      const struct sockaddr_storage *a, uint16_t port, bool reuse)
 {
 	struct sr_cm *cm = cm_of(d);
 
 	for (const struct sr_cm_id *o = cm->by_port[port]; o; o = o->inext[SR_CM_BY_PORT]) {
 		if (o == self || o->ps != self->ps)
 			continue;
-		if (o->reuseaddr && self->reuseaddr && o->state != SR_CM_LISTEN)
+		if (reuse && o->reuseaddr && self->reuseaddr && o->state != SR_CM_LISTEN)
 			continue;
 		if (sr_cm_addr_any(&o->src) || sr_cm_addr_any(a)) {
 			if (o->src.ss_family == a->ss_family)
@@ -436,6 +436,15 @@ static int port_taken(struct sr_daemon *d, const struct sr_cm_id *self,
 			return -EADDRINUSE;
 	}
 	return 0;
+}
+
+/* A REUSEADDR id that shares its port may not listen on it: the port
+ * judged again with REUSEADDR left out, as the kernel's rdma_listen does
+ * (cma_bind_listen), 0 or its errno. */
+int sr_cm_listen_check(struct sr_daemon *d, const struct sr_cm_id *id)
+{
+	return id->reuseaddr && id->bound ? port_taken(d, id, &id->src, sr_cm_port(&id->src), false)
+					  : 0;
 }
 
 int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *addr)
@@ -463,7 +472,7 @@ int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *
 		if (port < 1024 &&
 		    (!id->owner || !sr_client_capable(id->owner, CAP_NET_BIND_SERVICE)))
 			return -EACCES;
-		ret = port_taken(d, id, &a, port);
+		ret = port_taken(d, id, &a, port, true);
 		if (ret)
 			return ret;
 	} else {
@@ -473,7 +482,7 @@ int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *
 
 		for (i = 0; i < n; i++) {
 			port = (uint16_t)(lo + (start + i) % n);
-			if (!port_taken(d, id, &a, port))
+			if (!port_taken(d, id, &a, port, true))
 				break;
 		}
 		if (i == n)

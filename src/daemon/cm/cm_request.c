@@ -308,6 +308,9 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 				return -EINVAL; /* the library binds first */
 			if (id->state != SR_CM_ADDR_BOUND && id->state != SR_CM_ADDR_RESOLVED)
 				return -EINVAL;
+			ret = sr_cm_listen_check(d, id);
+			if (ret)
+				return ret;
 			id->state = SR_CM_LISTEN;
 		}
 		sr_cm_unpark(d, id, true); /* REQs that came before the listen */
