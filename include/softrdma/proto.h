@@ -238,6 +238,8 @@ struct sr_cm_info {
 	uint32_t events;   /* DESTROY_ID: events of the id delivered by GET_EVENT */
 	uint32_t state;
 	uint32_t flags; /* SR_CM_AF_IB: the id speaks AF_IB (no IP CM header) */
+	/* enum ibv_mtu: a passive id's path MTU, the REQ's (0: the port's) */
+	uint32_t path_mtu;
 };
 
 /* Events one reply may hand over at most (one round trip for many): a

@@ -66,7 +66,12 @@ int rdma_init_qp_attr(struct rdma_cm_id *cid, struct ibv_qp_attr *a, int *mask)
 		*mask = IBV_QP_STATE;
 		if (cid->qp_type == IBV_QPT_UD)
 			return 0;
+		/* the port's, or the REQ's if smaller (a passive id: the
+		 * kernel's CM takes the REQ's path MTU; a larger one than the
+		 * port's would not pass our link) */
 		a->path_mtu = (enum ibv_mtu)cm_g.dev.active_mtu;
+		if (id->info.path_mtu && id->info.path_mtu < (uint32_t)a->path_mtu)
+			a->path_mtu = (enum ibv_mtu)id->info.path_mtu;
 		a->dest_qp_num = id->remote_qpn;
 		a->rq_psn = id->remote_psn;
 		a->ah_attr.is_global = 1;

@@ -20,6 +20,9 @@
 #   CM_NO_RNR=1: neither engine may have sent an RNR NAK (a stream rsocket
 #   sends only into receives the peer reported posted: an RNR NAK would
 #   cost the RNR timer rdma_cm gives its QPs, 655 ms).
+#   CM_MTU_B=N: host b's end of the veth gets MTU N (its daemon restarted so
+#   that its port follows), host a's keeps MTU: the client's side is the
+#   smaller, and the connection must take its path MTU both ways.
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
@@ -31,6 +34,12 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do srv+=("$1"); shift; done
 shift
 cli=("$@")
 nn_setup "$build" "$mtu" || exit 1
+if [ -n "${CM_MTU_B:-}" ]; then
+	kill "$NN_DPID_B" && wait "$NN_DPID_B" 2>/dev/null
+	ip -n "$NN_B" link set "$NN_IF" mtu "$CM_MTU_B" || exit 1
+	nn_start_daemon b && nn_wait_daemon b || exit 1
+	echo "host a: $(on_a "$NN_SR" status | grep -o 'active_mtu [0-9]*'), host b: $(on_b "$NN_SR" status | grep -o 'active_mtu [0-9]*')"
+fi
 port=${CM_PORT:-$((20000 + (RANDOM % 20000)))}
 srv=("${srv[@]//@PORT@/$port}") cli=("${cli[@]//@PORT@/$port}")
 srv=("${srv[@]//@ADDR6@/$(addr_a -6)}") cli=("${cli[@]//@ADDR6@/$(addr_a -6)}")

@@ -92,6 +92,7 @@ struct sr_cm_id {
 	uint32_t remote_comm_id;
 	uint64_t remote_guid;
 	uint32_t qpn, psn, remote_qpn, remote_psn;
+	uint8_t path_mtu;	/* a REQ's: the passive side's path (0: the port's) */
 	struct sr_cm_conn conn; /* ours (CONNECT/ACCEPT) */
 	/* CONNECT with SR_CM_FINISH: the QP's RTR and RTS moves, made when
 	 * the REP comes (finish.n 0: the library finishes) */

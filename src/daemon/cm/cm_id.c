@@ -369,6 +369,7 @@ void sr_cm_id_info(const struct sr_cm_id *id, struct sr_cm_info *info)
 	info->port_num = id->port_num;
 	info->state = id->state;
 	info->flags = id->af_ib ? SR_CM_AF_IB : 0;
+	info->path_mtu = id->path_mtu;
 }
 
 uint16_t sr_cm_port(const struct sockaddr_storage *a)

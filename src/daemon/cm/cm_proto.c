@@ -569,6 +569,10 @@ static void recv_req(struct sr_daemon *d, const uint8_t sgid[16], const uint8_t 
 	id->remote_qpn = m->local_qpn;
 	id->remote_psn = m->starting_psn;
 	id->remote_guid = m->local_ca_guid;
+	/* the passive side takes the path the REQ describes (KRN cm.c
+	 * cm_req_handler: path_mtu from the REQ), so a smaller MTU on the
+	 * requester's side holds for both directions */
+	id->path_mtu = m->path_mtu;
 	ev = sr_cm_event_new(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
 	if (!ev) {
 		sr_cm_abandon(d, id);
