@@ -2,7 +2,7 @@
  * The connection manager's error cases (issue #11), one per run:
  *   cm_errors no_listener | reject_private | peer_killed | private_limit |
  *             addr_error | destroy_blocks | nonblock | timewait_exit |
- *             bind_rules | depths | bind_privileged
+ *             bind_rules | depths | bind_privileged | port_range
  * Client and server are separate processes (the server is forked before
  * either touches librdmacm).  Each case prints what it saw and exits 0 when
  * the behaviour is rdma-core's (CM.md sections 1.1 and 2).
@@ -543,6 +543,40 @@ static int bind_privileged(void)
 	return 0;
 }
 
+/* Ephemeral ports come from the namespace's ip_local_port_range, as the
+ * kernel's CM takes them (cma_alloc_any_port): with a range of at most 64
+ * ports every one is handed out once, then EADDRNOTAVAIL. */
+static int port_range(void)
+{
+	enum { MAXN = 64 };
+	struct rdma_cm_id *ids[MAXN + 1];
+	unsigned lo, hi, n;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+
+	CHECK(f && fscanf(f, "%u %u", &lo, &hi) == 2);
+	fclose(f);
+	n = hi - lo + 1;
+	printf("ip_local_port_range %u-%u\n", lo, hi);
+	CHECK(n <= MAXN);
+	for (unsigned i = 0; i < n; i++) {
+		uint16_t p;
+
+		CHECK(rdma_create_id(NULL, &ids[i], NULL, RDMA_PS_TCP) == 0);
+		CHECK(try_bind(ids[i], "127.0.0.1", 0) == 0);
+		p = bound_port(ids[i]);
+		CHECK(p >= lo && p <= hi);
+		for (unsigned j = 0; j < i; j++)
+			CHECK(bound_port(ids[j]) != p);
+	}
+	printf("%u ephemeral binds: every port of the range once\n", n);
+	CHECK(rdma_create_id(NULL, &ids[n], NULL, RDMA_PS_TCP) == 0);
+	CHECK(try_bind(ids[n], "127.0.0.1", 0) == EADDRNOTAVAIL);
+	printf("one more: EADDRNOTAVAIL\n");
+	for (unsigned i = 0; i <= n; i++)
+		CHECK(rdma_destroy_id(ids[i]) == 0);
+	return 0;
+}
+
 /*
  * The active side's read/atomic depths after a connection whose REP
  * offers less than it asked, and other amounts each way: its initiator
@@ -606,6 +640,7 @@ int main(int argc, char **argv)
 	    {"bind_rules", bind_rules},
 	    {"depths", depths},
 	    {"bind_privileged", bind_privileged},
+	    {"port_range", port_range},
 	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -9,6 +9,10 @@ if [ "${CM_NETNS:-0}" = 1 ] && [ -z "${CM_IN_NETNS:-}" ]; then
 	unshare -n true 2>/dev/null || { echo "SKIP: cannot make a network namespace"; exit 77; }
 	exec unshare -n env CM_IN_NETNS=1 bash -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
 fi
+# CM_PORT_RANGE="LO HI": that namespace's ip_local_port_range (with CM_NETNS)
+if [ -n "${CM_IN_NETNS:-}" ] && [ -n "${CM_PORT_RANGE:-}" ]; then
+	echo "$CM_PORT_RANGE" >/proc/sys/net/ipv4/ip_local_port_range || exit 1
+fi
 here=$(dirname "$0")
 source "$here/../lib.sh"
 build=$1

@@ -12,6 +12,7 @@
 #include <linux/capability.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -448,6 +449,33 @@ int sr_cm_listen_check(struct sr_daemon *d, const struct sr_cm_id *id)
 					  : 0;
 }
 
+/* The network namespace's ip_local_port_range, which the kernel's CM
+ * picks ephemeral ports from (cma_alloc_any_port), read again at most once
+ * a second: its first port in *lo, how many in *n (32768-60999 if it
+ * cannot be read). */
+static void local_range(uint32_t *lo, uint32_t *n)
+{
+	static uint32_t low = 32768, high = 60999;
+	static uint64_t read_ms;
+	uint64_t now = sr_cm_now_ms();
+
+	if (!read_ms || now - read_ms >= 1000) {
+		FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+		unsigned a, b;
+
+		if (f) {
+			if (fscanf(f, "%u %u", &a, &b) == 2 && a > 0 && a <= b && b <= 65535) {
+				low = a;
+				high = b;
+			}
+			fclose(f);
+		}
+		read_ms = now;
+	}
+	*lo = low;
+	*n = high - low + 1;
+}
+
 int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *addr)
 {
 	struct sockaddr_storage a;
@@ -478,8 +506,11 @@ int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *
 			return ret;
 	} else {
 		/* an ephemeral port, as the kernel picks one: a random start
-		 * in the local range, then the next free one */
-		uint32_t lo = 32768, n = 60999 - 32768 + 1, start = sr_random32() % n, i;
+		 * in the namespace's local range, then the next free one */
+		uint32_t lo, n, start, i;
+
+		local_range(&lo, &n);
+		start = sr_random32() % n;
 
 		for (i = 0; i < n; i++) {
 			port = (uint16_t)(lo + (start + i) % n);
