@@ -354,9 +354,14 @@ struct sr_qp_shm {
 	 * wtx_gen; wtx_room packets it may send: 1 per grant, given only to an
 	 * idle requester, engine/req.c sr_eng_req_grant); a thread that does
 	 * moves wtx_spos and wtx_npsn on, and the engine takes those WQEs into
-	 * its own state the next time it holds the lock */
+	 * its own state the next time it holds the lock.  The responder's
+	 * ACK may wait here for the QP's next request (wtx_ack: the ACK of
+	 * PSN wtx_ack_psn with MSN wtx_ack_msn, engine/resp.c ack_defer): the
+	 * thread that sends that request sends the ACK with it and clears it,
+	 * or the engine sends it when it next runs the requester or soon */
 	alignas(SR_CACHELINE) struct sr_lock wtx_lock;
 	uint32_t wtx_ok, wtx_gen, wtx_spos, wtx_npsn, wtx_room;
+	uint32_t wtx_ack, wtx_ack_psn, wtx_ack_msn;
 	/* data path, responder side: written by executors delivering to this
 	 * QP (post_recv writes only rq's producer line), on its own line */
 	alignas(SR_CACHELINE) struct sr_lock rq_lock; /* consumers of the RQ (executors, flush) */
@@ -448,6 +453,7 @@ struct sr_arena_hdr {
 	alignas(SR_CACHELINE) _Atomic uint32_t wire_taps;
 	_Atomic uint64_t ud_direct[2];
 	_Atomic uint64_t wire_direct[2]; /* RC packets posting threads sent (wire_tx.c) */
+	_Atomic uint64_t wire_acks;	 /* ACKs they sent with them (wire_tx.c) */
 	_Atomic uint64_t udtx_full;	 /* queue full: datagram dropped */
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_head;
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_tail;

@@ -82,8 +82,10 @@ struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 	struct sr_qp_shm *ack_qp = q->ack_qp;
 	bool grant_pending = q->grant_pending, granted = q->granted;
 	struct sr_eng_qp *next_pending = q->next_pending, *next_granted = q->next_granted;
+	struct sr_eng_dack dack = q->dack; /* still linked; goes if the QP is gone */
 
 	memset(q, 0, sizeof(*q));
+	q->dack = dack;
 	q->swqe = sw;
 	q->swqe_cnt = cnt;
 	q->active = active; /* still linked: the timer walk drops it */
@@ -584,6 +586,9 @@ static void *engine_main(void *arg)
 		e->now = now_ns();
 		grant_tick(e);
 		next = run_timers(e);
+		held = sr_eng_resp_dacks(e); /* ACKs no request took in time */
+		if (held && (!next || held < next))
+			next = held;
 		sr_eng_flush_tx(e);
 		/* packets held by fault injection, released after the batch */
 		held = sr_eng_fault_turn(e);
@@ -664,12 +669,18 @@ void sr_engine_status(char *buf, size_t len)
 						  memory_order_relaxed) +
 			     atomic_load_explicit(&h->wire_direct[i == SR_ENG_TX_BYTES],
 						  memory_order_relaxed);
+		if (i == SR_ENG_TX_PKTS)
+			v += atomic_load_explicit(&h->wire_acks, memory_order_relaxed);
 		n += (size_t)snprintf(buf + n, len - n, " %s %llu", name[i], (unsigned long long)v);
 	}
 	if (n < len)
 		n += (size_t)snprintf(buf + n, len - n, " posted_direct %llu",
 				      (unsigned long long)atomic_load_explicit(
 					  &h->wire_direct[0], memory_order_relaxed));
+	if (n < len)
+		n += (size_t)snprintf(
+		    buf + n, len - n, " acks_with_requests %llu",
+		    (unsigned long long)atomic_load_explicit(&h->wire_acks, memory_order_relaxed));
 	if (n < len)
 		n += (size_t)snprintf(
 		    buf + n, len - n, " ud_queue_full %llu",
@@ -792,6 +803,7 @@ int sr_engine_start(int sock)
 	if (ret)
 		return ret;
 	e->rx_sock = sock;
+	e->dack_ns = sr_eng_dack_ns();
 	ret = pthread_create(&engine_thread, NULL, engine_start_thread, e);
 	if (ret)
 		return -ret;
@@ -816,6 +828,7 @@ struct sr_engine *sr_engine_attach(int sock)
 	e->rx_sock = e->db_fd = e->ep_fd = -1;
 	for (int i = 0; i < SR_ENG_SOCKS; i++)
 		e->socks[i] = -1; /* whatever it sends goes nowhere (EBADF) */
+	e->dack_ns = sr_eng_dack_ns();
 	e->now = now_ns();
 	return e;
 }

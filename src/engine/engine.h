@@ -56,6 +56,12 @@ struct sr_pcap;
 #define SR_ENG_GRANT_TICK_NS  1000000
 #define SR_ENG_GRANT_IDLE_NS  100000000
 #define SR_ENG_GRANT_QUIET_NS 10000000
+/* A responder's ACK waits for the QP's own next request (resp.c ack_defer)
+ * only if a posting thread sent one of its WQEs within this long (a
+ * ping-pong), and at most SR_ENG_DACK_NS (SOFTRDMA_ACK_DEFER_US, 0: never) */
+#define SR_ENG_DACK_RECENT_NS 1000000
+#define SR_ENG_DACK_NS	      50000
+#define SR_ENG_DACK_MAX_US    1000
 
 /* Port counters of the engine (`softrdma status`). */
 enum sr_eng_cnt {
@@ -118,6 +124,18 @@ struct sr_eng_qp {
 	uint64_t direct_quiet_until;
 	uint16_t sport; /* UDP source port (the pool socket's) */
 	int sock;
+	/* a posting thread last sent one of its WQEs (absorbed then) */
+	uint64_t direct_sent_at;
+	/* the ACK handed to posting threads (resp.c ack_defer); kept over a
+	 * reset of this slot, so that it still goes if the QP is destroyed */
+	struct sr_eng_dack {
+		bool linked, valid;
+		struct sr_eng_qp *next;
+		uint64_t at; /* the engine sends it then */
+		uint64_t off;
+		uint32_t qpn, gen, dest_qpn, psn, msn;
+		uint8_t sgid[16], dgid[16];
+	} dack;
 
 	/* requester */
 	bool req_init;
@@ -174,6 +192,8 @@ struct sr_engine {
 	struct sr_eng_qp **qps; /* [SR_MAX_QPS], by QPN index */
 	struct sr_eng_qp *active;
 	struct sr_eng_qp *acks;		     /* responders owing an ACK this turn */
+	struct sr_eng_qp *dacks;	     /* ACKs waiting for a request (resp.c) */
+	uint64_t dack_ns;		     /* how long at most; 0: never */
 	struct sr_eng_qp *pending, *granted; /* posting threads' sending (req.c) */
 	uint64_t grant_tick;		     /* next look at the granted QPs */
 	uint64_t now;
@@ -235,8 +255,16 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		    const struct sr_pkt *p, const uint8_t *sgid, const uint8_t *dgid);
 void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_pkt *p,
 		    const uint8_t *sgid, const uint8_t *dgid);
-/* Sends the ACKs the responder owes (coalesced: once per received batch). */
+/* Sends the ACKs the responder owes (coalesced: once per received batch),
+ * or hands them to the QP's next request (a ping-pong). */
 void sr_eng_resp_acks(struct sr_engine *e);
+/* How long an ACK may wait for a request (SOFTRDMA_ACK_DEFER_US). */
+uint64_t sr_eng_dack_ns(void);
+/* Sends the handed ACKs whose time has come; the next such time, or 0. */
+uint64_t sr_eng_resp_dacks(struct sr_engine *e);
+/* With the QP's wtx_lock held, before the engine sends requests of q:
+ * the ACK waiting for them goes first, from the engine. */
+void sr_eng_resp_dack_take(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
 
 /* mcast.c: UD multicast groups on the wire */
 /* Joins (or leaves) sock to the IP group of an IPv4-mapped MGID on every

@@ -883,6 +883,7 @@ static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		note_high(q);
 	}
 	q->since_ack = 0;
+	q->direct_sent_at = e->now;
 	q->direct_at = e->now;
 	q->direct_wait = true;
 	q->direct_end = q->npsn;
@@ -894,7 +895,8 @@ static void req_enter(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 {
 	sr_shm_lock(&qp->wtx_lock);
 	absorb(e, qp, q);
-	qp->wtx_ok = 0; /* until this turn's packets are out: sr_eng_req_grant */
+	sr_eng_resp_dack_take(e, qp, q); /* an ACK waiting for a request: first */
+	qp->wtx_ok = 0;			 /* until this turn's packets are out: sr_eng_req_grant */
 }
 
 static void req_leave(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)

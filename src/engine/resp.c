@@ -15,9 +15,11 @@
  * takes the receive WQE from and checks keys against (an SRQ number that
  * is no XRC SRQ of the QP's domain: invalid request NAK, as on one host).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/copy.h"
+#include "core/shmlock.h"
 #include "engine/engine.h"
 #include "wire/grh.h"
 #include "shm/exec.h"
@@ -78,11 +80,169 @@ static void ack_later(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	e->acks = q;
 }
 
+/*
+ * ---- ACKs that go with the QP's next request ----
+ *
+ * In a ping-pong (ib_write_lat, ibv_rc_pingpong) the responder's process
+ * answers a message with a request of its own a few microseconds after
+ * the data lands, and its posting thread sends that request itself
+ * (shm/wire_tx.c).  Sent at once, the ACK wakes the peer's engine once,
+ * and the answer wakes it again; on a machine whose CPUs are busy
+ * polling, each wake-up costs more than the wire.  So when a posting
+ * thread of the QP sent one of its WQEs within SR_ENG_DACK_RECENT_NS, a
+ * plain ACK is handed to it instead (sr_qp_shm.wtx_ack, under wtx_lock):
+ * the thread that sends the QP's next request sends the ACK just before
+ * it, in the same system call, and the peer's engine takes both in one
+ * wake-up.  If no request comes, the engine sends the ACK after at most
+ * dack_ns (SOFTRDMA_ACK_DEFER_US in the daemon's environment, 50 by
+ * default, 0: never), or sooner when it runs the QP's requester itself.
+ * The requester cannot tell an ACK that waited from one the wire delayed;
+ * its own timers are milliseconds.  NAKs, RNR NAKs, READ responses and
+ * atomic ACKs never wait.  A copy of the ACK's addressing is kept, so an
+ * owner that destroys the QP after seeing the data does not keep it from
+ * the requester (an HCA sends it before the completion is seen).
+ */
+uint64_t sr_eng_dack_ns(void)
+{
+	const char *v = getenv("SOFTRDMA_ACK_DEFER_US");
+
+	uint64_t us = v && *v ? strtoull(v, NULL, 10) : SR_ENG_DACK_NS / 1000;
+
+	/* never as long as the requester's first probe (SR_ENG_PROBE_NS) */
+	return (us < SR_ENG_DACK_MAX_US ? us : SR_ENG_DACK_MAX_US) * 1000;
+}
+
+static void dack_send(struct sr_engine *e, struct sr_eng_qp *q)
+{
+	struct sr_eng_dack *d = &q->dack;
+	uint8_t h[SR_BTH_LEN + SR_AETH_LEN];
+
+	d->valid = false;
+	sr_bth_put(h, SR_TR_RC | SR_IB_ACK, false, 0, SR_DEFAULT_PKEY, d->dest_qpn, false, d->psn);
+	sr_aeth_put(h + SR_BTH_LEN, SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, d->msn);
+	sr_eng_send(e, NULL, d->sgid, d->dgid, q->sock, q->sport, h, sizeof(h), NULL, 0, 0);
+}
+
+/* The QP object the handed ACK belongs to, if it is still that QP. */
+static struct sr_qp_shm *dack_qp(struct sr_engine *e, const struct sr_eng_dack *d, bool *gone)
+{
+	struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, d->qpn);
+
+	*gone = !qp || (uint64_t)((char *)qp - (char *)e->arena) != d->off;
+	if (*gone || atomic_load_explicit(&qp->wire_gen, memory_order_acquire) != d->gen)
+		return NULL;
+	return qp;
+}
+
+/* Withdraws q's handed ACK (wtx_lock held): true if no thread took it. */
+static bool dack_withdraw(struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	bool mine = q->dack.valid && qp->wtx_ack;
+
+	qp->wtx_ack = 0;
+	q->dack.valid = false;
+	return mine;
+}
+
+void sr_eng_resp_dack_take(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	const struct sr_eng_dack *d = &q->dack;
+
+	/* (one of a QP this slot held before stays for sr_eng_resp_dacks) */
+	if (d->valid && d->qpn == q->qpn && d->off == q->off && d->gen == q->gen &&
+	    dack_withdraw(qp, q))
+		dack_send(e, q);
+}
+
+/* Hands q's ACK of psn to the QP's next request, if that is worth it. */
+static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
+{
+	const struct sr_arena_hdr *h = e->arena;
+	struct sr_eng_dack *d = &q->dack;
+	bool ok;
+
+	if (!e->dack_ns || qp->type != IBV_QPT_RC || !q->direct_sent_at ||
+	    e->now - q->direct_sent_at > SR_ENG_DACK_RECENT_NS ||
+	    atomic_load_explicit(&h->wire_taps, memory_order_relaxed))
+		return false;
+	sr_shm_lock(&qp->wtx_lock);
+	/* a posting thread sent a request since the engine last looked: the
+	 * answer left already, without this ACK; it goes now */
+	ok = q->req_init && qp->wtx_spos == q->spos;
+	if (ok) {
+		qp->wtx_ack = 1;
+		qp->wtx_ack_psn = psn;
+		qp->wtx_ack_msn = q->msn;
+	} else if (q->dack.valid)
+		dack_withdraw(qp, q);
+	sr_shm_unlock(&qp->wtx_lock);
+	if (!ok)
+		return false;
+	if (!d->valid) /* the oldest waits at most dack_ns */
+		d->at = e->now + e->dack_ns;
+	d->valid = true;
+	d->off = q->off;
+	d->qpn = q->qpn;
+	d->gen = q->gen;
+	d->dest_qpn = qp->dest_qpn;
+	d->psn = psn;
+	d->msn = q->msn;
+	memcpy(d->sgid, qp->sgid, 16);
+	memcpy(d->dgid, qp->dgid, 16);
+	if (!d->linked) {
+		d->linked = true;
+		d->next = e->dacks;
+		e->dacks = q;
+	}
+	return true;
+}
+
+uint64_t sr_eng_resp_dacks(struct sr_engine *e)
+{
+	struct sr_eng_qp **pp = &e->dacks;
+	uint64_t next = 0;
+
+	while (*pp) {
+		struct sr_eng_qp *q = *pp;
+		struct sr_eng_dack *d = &q->dack;
+		bool send = false, wait = false;
+
+		if (d->valid) {
+			bool gone;
+			struct sr_qp_shm *qp = dack_qp(e, d, &gone);
+
+			if (qp) {
+				sr_shm_lock(&qp->wtx_lock);
+				/* neither taken by a request nor due: keep it */
+				wait = qp->wtx_ack && d->at > e->now;
+				if (!wait)
+					send = dack_withdraw(qp, q);
+				sr_shm_unlock(&qp->wtx_lock);
+			} else {
+				send = gone; /* destroyed: the copy goes now; reset: nothing */
+			}
+		}
+		if (wait) {
+			if (!next || d->at < next)
+				next = d->at;
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		d->linked = false;
+		d->valid = false;
+		if (send)
+			dack_send(e, q);
+	}
+	return next;
+}
+
 void sr_eng_resp_acks(struct sr_engine *e)
 {
 	while (e->acks) {
 		struct sr_eng_qp *q = e->acks;
 		struct sr_qp_shm *qp = q->ack_qp;
+		uint32_t psn;
 
 		e->acks = q->next_ack;
 		q->on_ack = false;
@@ -96,7 +256,15 @@ void sr_eng_resp_acks(struct sr_engine *e)
 		if (!q->ack_due || !sr_eng_qp_is(e, qp, q))
 			continue;
 		q->ack_due = false;
-		send_aeth(e, qp, q, resp_tr(qp) | SR_IB_ACK, sr_psn_add(q->epsn, SR_PSN_MASK),
+		psn = sr_psn_add(q->epsn, SR_PSN_MASK);
+		if (ack_defer(e, qp, q, psn))
+			continue;
+		if (q->dack.valid) { /* this one supersedes it */
+			sr_shm_lock(&qp->wtx_lock);
+			dack_withdraw(qp, q);
+			sr_shm_unlock(&qp->wtx_lock);
+		}
+		send_aeth(e, qp, q, resp_tr(qp) | SR_IB_ACK, psn,
 			  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, NULL, 0, NULL, 0, 0);
 	}
 }

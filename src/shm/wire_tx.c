@@ -16,8 +16,14 @@
  * timers, retransmission and completions treat them as its own.  Anything
  * else (a larger message, READ, atomics, a fence, a key that does not
  * resolve, no grant, the lock busy) is left to the engine's doorbell.
+ *
+ * The responder's ACK of the peer's last message may wait in the same
+ * record for this QP's next request (engine/resp.c, "ACKs that go with the
+ * QP's next request"): the thread that claims a WQE takes it too and sends
+ * both in one system call, so the peer's engine wakes once for the two.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 
 #include "shm/wire_tx.h"
@@ -71,14 +77,25 @@ static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s, const str
 	return true;
 }
 
-/* Sends WQE w (its payload at iov) as PSN psn. */
+/* The responder's ACK the engine handed to this QP's next request
+ * (engine/resp.c, ack_defer): PSN and MSN, taken under wtx_lock. */
+struct handed_ack {
+	bool on;
+	uint32_t psn, msn;
+};
+
+/* Sends WQE w (its payload at iov) as PSN psn, and the ACK *a after it if
+ * there is one: both in one system call, as one UDP GSO send when the ACK
+ * is not the longer datagram (the kernel's path is then walked once, and
+ * a receiver with GRO takes both in one buffer). */
 static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct sr_send_wqe *w,
-		     uint32_t psn, const struct iovec *iov, unsigned n)
+		     uint32_t psn, const struct iovec *iov, unsigned n, const struct handed_ack *a)
 {
+	static __thread struct sr_udp_sender *snd;
 	struct sr_arena_hdr *h = ctx->arena;
-	uint8_t hdr[SR_MAX_HDR_LEN];
-	struct sr_udp_pkt pkt;
-	unsigned hl = SR_BTH_LEN;
+	uint8_t hdr[SR_MAX_HDR_LEN], ack[SR_BTH_LEN + SR_AETH_LEN];
+	struct sr_udp_pkt pkt[2];
+	unsigned hl = SR_BTH_LEN, np = 1;
 	uint16_t sport;
 	int sock = sr_exec_wire_sock(&sport);
 	uint8_t op = sr_data_opcode(SR_TR_RC, w->opcode, true, true);
@@ -87,13 +104,25 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
 	/* the last packet of a message asks for an ACK, as the engine's do */
 	sr_bth_put(hdr, op, w->flags & SR_WQE_SOLICITED, 0, SR_DEFAULT_PKEY, s->dest_qpn, true,
 		   psn);
-	sr_udp_build(&pkt, s->sgid, s->dgid, sport, hdr, hl, iov, n, w->total_len);
+	sr_udp_build(&pkt[0], s->sgid, s->dgid, sport, hdr, hl, iov, n, w->total_len);
+	if (a->on) {
+		sr_bth_put(ack, SR_TR_RC | SR_IB_ACK, false, 0, SR_DEFAULT_PKEY, s->dest_qpn, false,
+			   a->psn);
+		sr_aeth_put(ack + SR_BTH_LEN, SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, a->msn);
+		sr_udp_build(&pkt[np++], s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
+		if (!snd)
+			snd = calloc(1, sizeof(*snd));
+	}
 	/* a packet the kernel refuses is lost on the wire: the engine's probe
 	 * and retransmission recover it like any other */
-	if (sendmsg(sock, &pkt.mh, MSG_DONTWAIT) < 0)
+	if (np == 2 && snd)
+		sr_udp_send(snd, sock, pkt, np);
+	else if (sendmsg(sock, &pkt[0].mh, MSG_DONTWAIT) < 0)
 		sr_dbg("RC to another host: %m");
 	atomic_fetch_add_explicit(&h->wire_direct[0], 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&h->wire_direct[1], w->total_len, memory_order_relaxed);
+	if (a->on)
+		atomic_fetch_add_explicit(&h->wire_acks, 1, memory_order_relaxed);
 }
 
 /*
@@ -106,7 +135,7 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
  * thread posts meanwhile might: go-back-N recovers that).
  */
 static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wqe **w,
-		  uint32_t *psn, struct iovec *iov, unsigned *n, bool *all)
+		  uint32_t *psn, struct iovec *iov, unsigned *n, bool *all, struct handed_ack *a)
 {
 	uint32_t head;
 	bool got = false;
@@ -128,6 +157,10 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wq
 			s->wtx_npsn = sr_psn_add(s->wtx_npsn, 1);
 			s->wtx_room--;
 			*all = s->wtx_spos == head;
+			a->on = s->wtx_ack;
+			a->psn = s->wtx_ack_psn;
+			a->msn = s->wtx_ack_msn;
+			s->wtx_ack = 0;
 		}
 	}
 	sr_shm_unlock(&s->wtx_lock);
@@ -139,6 +172,7 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	struct sr_arena_hdr *h = ctx->arena;
 	struct iovec iov[SR_MAX_SGE];
 	struct sr_send_wqe *w;
+	struct handed_ack a = {0};
 	uint32_t psn;
 	unsigned n;
 	bool all = false;
@@ -146,7 +180,7 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	if (s->type != IBV_QPT_RC || atomic_load_explicit(&h->wire_taps, memory_order_relaxed) ||
 	    sr_exec_wire_sock(NULL) < 0)
 		return false;
-	if (claim(ctx, s, &w, &psn, iov, &n, &all))
-		send_wqe(ctx, s, w, psn, iov, n);
+	if (claim(ctx, s, &w, &psn, iov, &n, &all, &a))
+		send_wqe(ctx, s, w, psn, iov, n, &a);
 	return all;
 }

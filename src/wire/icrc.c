@@ -6,6 +6,7 @@
  * sr_icrc_ipv4_id() is GF(2) arithmetic modulo the CRC polynomial.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <isa-l/crc.h>
 #include <string.h>
 
@@ -181,6 +182,29 @@ struct id_map {
 	uint32_t vec[32], comb[32];
 };
 
+/*
+ * x^(8 n) for the bytes after the identification, by length: what a
+ * sender needs for each GSO segment (sr_icrc_id_delta).  Kept process-wide
+ * in single 64-bit words (length + 1 above, the value below), so that
+ * racing threads at worst compute it twice; not per thread as id_map,
+ * because a library that the loader places in the static TLS block (the
+ * initial-exec model of shm/epoch.h) must keep its thread-local data
+ * small, or programs that dlopen it (UCX's modules) fail to load it.
+ */
+static uint32_t id_shift(size_t len)
+{
+	static _Atomic uint64_t cache[16];
+	_Atomic uint64_t *c = &cache[len % 16];
+	uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
+	uint32_t shift;
+
+	if (v >> 32 == len + 1)
+		return (uint32_t)v;
+	shift = x8n((IPV4_LEN - IPV4_ID_OFFSET - 2) + UDP_LEN + len);
+	atomic_store_explicit(c, (uint64_t)(len + 1) << 32 | shift, memory_order_relaxed);
+	return shift;
+}
+
 static const struct id_map *id_map(size_t len)
 {
 	static _Thread_local struct id_map cache[8];
@@ -190,7 +214,7 @@ static const struct id_map *id_map(size_t len)
 		return m;
 	memset(m, 0, sizeof(*m));
 	m->len = len;
-	m->shift = x8n((IPV4_LEN - IPV4_ID_OFFSET - 2) + UDP_LEN + len);
+	m->shift = id_shift(len);
 	for (int b = 0; b < 16; b++) {
 		uint32_t v = mulmod(raw2((uint16_t)(1u << b)), m->shift), cb = 1u << b;
 
@@ -237,7 +261,7 @@ static size_t iov_len(const struct iovec *iov, int iovcnt)
 
 uint32_t sr_icrc_id_delta(size_t len, uint16_t id)
 {
-	return mulmod(raw2(id), id_map(len)->shift);
+	return mulmod(raw2(id), id_shift(len));
 }
 
 int sr_icrc_ipv4_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,

@@ -1,7 +1,7 @@
 #!/bin/bash
 # One of our checking test programs across two hosts: sr_xfer (xfer.c),
-# sr_xrc_wire (xrc.c) or sr_mcast (mcast.c), the server in host a, the
-# client in host b; both must exit 0, having checked every byte, datagram
+# sr_xrc_wire (xrc.c), sr_ackpp (ackpp.c) or sr_mcast (mcast.c), the server
+# in host a, the client in host b; both must exit 0, having checked every byte, datagram
 # and completion.
 #
 # usage: xfer.sh BUILD_DIR MTU PROGRAM [CLIENT ARGS...]
@@ -65,7 +65,7 @@ if [ -n "${XFER_CAPTURE:-}" ]; then
 fi
 [ $crc = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
 [ $src = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
-if [ "$prog" = sr_xfer ] || [ "$prog" = sr_xrc_wire ]; then
+if [ "$prog" = sr_xfer ] || [ "$prog" = sr_xrc_wire ] || [ "$prog" = sr_ackpp ]; then
 	grep -q "all checks passed" "$log/client" || { echo "FAIL: client checks"; ok=0; }
 	grep -q "all checks passed" "$log/server" || { echo "FAIL: server checks"; ok=0; }
 fi

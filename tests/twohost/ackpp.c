@@ -1,0 +1,246 @@
+/*
+ * sr_ackpp: an RDMA WRITE ping-pong between two hosts, as ib_write_lat
+ * runs it (each side spins on its buffer for the peer's WRITE, then
+ * WRITEs back, every WRITE signaled), checking what a responder's ACK
+ * handed to the next request (src/engine/resp.c, "ACKs that go with the
+ * QP's next request") must keep true:
+ *
+ *  - every WRITE completes with IBV_WC_SUCCESS, in order, and every value
+ *    arrives; the client reports how many of its rounds took longer than
+ *    the engine's first tail-loss probe (2 ms: an ACK that waited for a
+ *    request that never came would show there);
+ *  - last, the client WRITEs once more and the server, as soon as it sees
+ *    that value, destroys its QP without answering: the ACK it owed can
+ *    no longer ride with a request and its QP is gone, yet the client's
+ *    WRITE must complete with IBV_WC_SUCCESS (an HCA sends the ACK before
+ *    the owner sees the data), not after retries with RETRY_EXC_ERR.
+ *
+ *   server: sr_ackpp -g GID_INDEX -p PORT
+ *   client: sr_ackpp -g GID_INDEX -p PORT [-n ROUNDS] SERVER_ADDR
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+
+#include "side.h"
+
+struct peer {
+	uint32_t qpn, psn, rkey, rounds; /* the server takes the client's rounds */
+	uint64_t addr;
+	uint8_t gid[16];
+};
+
+struct ctx {
+	struct ibv_context *dev;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	volatile uint64_t *in; /* the peer WRITEs here */
+	uint64_t *out;	       /* we WRITE from here */
+	struct peer peer;
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void open_ctx(struct ctx *c)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_qp_init_attr ia = {0};
+	uint64_t *buf;
+
+	if (!list || !list[0])
+		DIE("no RDMA device");
+	c->dev = ibv_open_device(list[0]);
+	if (!c->dev)
+		DIE("ibv_open_device");
+	ibv_free_device_list(list);
+	c->pd = ibv_alloc_pd(c->dev);
+	c->cq = ibv_create_cq(c->dev, 16, NULL, NULL, 0);
+	buf = aligned_alloc(4096, 4096);
+	if (!c->pd || !c->cq || !buf)
+		DIE("resources");
+	memset(buf, 0, 4096);
+	c->in = buf;
+	c->out = buf + 8;
+	c->mr = ibv_reg_mr(c->pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!c->mr)
+		DIE("ibv_reg_mr: %s", strerror(errno));
+	ia.send_cq = ia.recv_cq = c->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 4;
+	ia.cap.max_recv_wr = 1;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	c->qp = ibv_create_qp(c->pd, &ia);
+	if (!c->qp)
+		DIE("ibv_create_qp: %s", strerror(errno));
+}
+
+static void connect_qp(struct ctx *c, int gidx, const struct peer *me)
+{
+	struct ibv_port_attr pa;
+	struct ibv_qp_attr a = {0};
+
+	if (ibv_query_port(c->dev, 1, &pa))
+		DIE("ibv_query_port");
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_modify_qp(c->qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		DIE("INIT: %s", strerror(errno));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = pa.active_mtu;
+	a.dest_qp_num = c->peer.qpn;
+	a.rq_psn = c->peer.psn;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	memcpy(a.ah_attr.grh.dgid.raw, c->peer.gid, 16);
+	a.ah_attr.grh.sgid_index = (uint8_t)gidx;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(c->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		DIE("RTR: %s", strerror(errno));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14; /* perftest's: 67 ms, 7 retries */
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = me->psn;
+	if (ibv_modify_qp(c->qp, &a,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		DIE("RTS: %s", strerror(errno));
+}
+
+/* WRITEs v into the peer's buffer and waits for its completion; returns
+ * how long that took, in microseconds. */
+static uint64_t write_value(struct ctx *c, uint64_t v)
+{
+	struct ibv_sge sg = {(uintptr_t)c->out, 8, c->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = v,
+				 .sg_list = &sg,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	struct ibv_wc wc;
+	uint64_t t0 = now_us();
+	int n;
+
+	*c->out = v;
+	wr.wr.rdma.remote_addr = c->peer.addr;
+	wr.wr.rdma.rkey = c->peer.rkey;
+	if (ibv_post_send(c->qp, &wr, &bad))
+		DIE("ibv_post_send: %s", strerror(errno));
+	while ((n = ibv_poll_cq(c->cq, 1, &wc)) == 0)
+		;
+	if (n < 0)
+		DIE("ibv_poll_cq");
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != v)
+		DIE("WRITE %" PRIu64 ": %s (wr_id %" PRIu64 ")", v, ibv_wc_status_str(wc.status),
+		    wc.wr_id);
+	return now_us() - t0;
+}
+
+static void wait_value(struct ctx *c, uint64_t v)
+{
+	uint64_t t0 = now_us();
+
+	while (*c->in != v)
+		if (now_us() - t0 > 10000000)
+			DIE("value %" PRIu64 " did not arrive in 10 s (have %" PRIu64 ")", v,
+			    *c->in);
+}
+
+int main(int argc, char **argv)
+{
+	const char *port = "18515";
+	unsigned rounds = 2000, slow = 0;
+	struct peer me = {0};
+	struct ctx c = {0};
+	union ibv_gid gid;
+	int gidx = 0, opt, s;
+	bool server;
+	uint64_t last_us;
+	char done = 'd', peer_done;
+
+	while ((opt = getopt(argc, argv, "g:p:n:")) != -1) {
+		switch (opt) {
+		case 'g':
+			gidx = atoi(optarg);
+			break;
+		case 'p':
+			port = optarg;
+			break;
+		case 'n':
+			rounds = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		default:
+			fprintf(stderr,
+				"usage: sr_ackpp [-g gid] [-p port] [-n rounds] [server]\n");
+			return 2;
+		}
+	}
+	server = optind >= argc;
+	open_ctx(&c);
+	if (ibv_query_gid(c.dev, 1, gidx, &gid))
+		DIE("ibv_query_gid %d", gidx);
+	srand((unsigned)getpid());
+	me.qpn = c.qp->qp_num;
+	me.psn = (uint32_t)rand() & 0xffffff;
+	me.rkey = c.mr->rkey;
+	me.rounds = rounds;
+	me.addr = (uintptr_t)c.in;
+	memcpy(me.gid, gid.raw, 16);
+	s = side_channel(server ? NULL : argv[optind], port);
+	xchg(s, &me, &c.peer, sizeof(me));
+	if (server)
+		rounds = c.peer.rounds;
+	connect_qp(&c, gidx, &me);
+	xchg(s, &done, &peer_done, 1); /* both sides in RTS */
+
+	for (uint64_t i = 1; i <= rounds; i++) {
+		if (server) {
+			wait_value(&c, i);
+			if (write_value(&c, i) > 2000)
+				slow++;
+		} else {
+			if (write_value(&c, i) > 2000)
+				slow++;
+			wait_value(&c, i);
+		}
+	}
+	if (server) {
+		/* the last value: gone at once, the ACK still owed */
+		wait_value(&c, rounds + 1);
+		if (ibv_destroy_qp(c.qp))
+			DIE("ibv_destroy_qp: %s", strerror(errno));
+		printf("server: %u rounds, %u completions after more than 2 ms; QP destroyed "
+		       "as soon as value %u arrived\n",
+		       rounds, slow, rounds + 1);
+	} else {
+		last_us = write_value(&c, rounds + 1);
+		printf("client: %u rounds, %u completions after more than 2 ms; the last WRITE, "
+		       "whose target destroyed its QP on seeing it, completed in %" PRIu64 " us\n",
+		       rounds, slow, last_us);
+	}
+	xchg(s, &done, &peer_done, 1);
+	close(s);
+	printf("all checks passed\n");
+	return 0;
+}
