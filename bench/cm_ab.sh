@@ -13,8 +13,12 @@
 # then, per step, median B/A over the pairs and how many pairs B was faster.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-A=$(cd "$1" && pwd -P)
-B=$(cd "$2" && pwd -P)
+# BUILD_X: a build directory, or DIR:VAR=VALUE[,VAR=VALUE...] to run that
+# build with those variables in the environment of its daemons and cmtime
+# (an A/B of one build with a switch: build build:SOFTRDMA_CM_ROUTE_LOCAL=0)
+spec() { local d=${1%%:*}; d=$(cd "$d" && pwd -P) || exit 2; [ "$1" = "${1#*:}" ] && echo "$d" || echo "$d:${1#*:}"; }
+A=$(spec "$1")
+B=$(spec "$2")
 PAIRS=${3:-20}
 N=${4:-1000}
 WHERE=${5:-twohost}
@@ -31,9 +35,20 @@ steps() {
 	END { if (c == "") print b, "fail"; else print b, a, r, c, a + r + c }'
 }
 
+# with_env SPEC: exports SPEC's variables, prints its directory
+with_env() {
+	local kv
+	if [ "$1" != "${1#*:}" ]; then
+		IFS=, read -ra kv <<<"${1#*:}"
+		for v in "${kv[@]}"; do export "${v?}"; done
+	fi
+	BUILD_DIR=${1%%:*}
+}
+
 run_twohost() (
 	source "$ROOT/tests/lib_netns.sh"
-	nn_setup "$1" 1500 >/dev/null || exit 1
+	with_env "$1"
+	nn_setup "$BUILD_DIR" 1500 >/dev/null || exit 1
 	p=$((20000 + RANDOM % 20000))
 	nn_bg a /dev/null timeout 120 "$NN_SR" run -q -- cmtime -p "$p"
 	for _ in $(seq 200); do on_a "$NN_SR" status | grep -q "LISTEN .*:$p " && break; sleep 0.02; done
@@ -44,7 +59,8 @@ run_twohost() (
 
 run_onehost() (
 	source "$ROOT/tests/lib.sh"
-	sr_setup "$1" >/dev/null || exit 1
+	with_env "$1"
+	sr_setup "$BUILD_DIR" >/dev/null || exit 1
 	trap 'sr_cleanup' EXIT
 	p=$((20000 + RANDOM % 20000))
 	sr_bg /dev/null timeout 120 "$SR" run -q -- cmtime -p "$p"

@@ -229,6 +229,11 @@ struct sr_cm_conn {
  * the event is ESTABLISHED with SR_CM_EV_QP_MOVED instead of
  * CONNECT_RESPONSE (cm_proto.c, recv_rep) */
 #define SR_CM_FINISH 2u
+/* sr_req.u.cm.flags of a CONNECT on an id whose route librdmacm reported
+ * resolved itself (rdma_resolve_route after ADDR_RESOLVED: the daemon's
+ * step would only have changed the state): the daemon takes the id from
+ * ADDR_RESOLVED to ROUTE_RESOLVED first (cm_proto.c, sr_cm_connect) */
+#define SR_CM_ROUTE_LOCAL 4u
 
 /* What the daemon knows of an id's addresses and path. */
 struct sr_cm_info {

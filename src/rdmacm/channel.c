@@ -202,6 +202,22 @@ int cm_id_request(struct cm_id *id, struct sr_req *req, struct sr_rep *rep)
 	return ret;
 }
 
+int cm_chan_local_event(struct cm_id *id, uint32_t event)
+{
+	struct cm_chan *c = (struct cm_chan *)id->id.channel;
+	struct cm_cached *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	e->w.event = event;
+	e->w.id = id->handle;
+	e->w.info = id->info;
+	pthread_mutex_lock(&c->lock);
+	cached_put(c, e);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 int cm_id_op_events(struct cm_id *id, uint32_t op)
 {
 	struct sr_req req;
@@ -386,6 +402,7 @@ again:
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
 		id->id.verbs = cm_g.verbs;
 		id->id.pd = cm_g.pd;
+		id->addr_ok = !w->status;
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		id->id.route.num_paths = 1;

@@ -340,6 +340,8 @@ int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 	cm_req_init(&req, SR_OP_CM_CONNECT, id->handle);
 	fill_req(id, &req, p);
 	finish_at_rep(id, &req);
+	if (id->route_local)
+		req.u.cm.flags |= SR_CM_ROUTE_LOCAL;
 	ret = cm_id_request(id, &req, &rep);
 	if (ret)
 		return cm_err(-ret);

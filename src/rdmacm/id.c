@@ -255,6 +255,7 @@ int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct 
 
 	if (!id || !dst_addr)
 		return cm_err(EINVAL);
+	id->addr_ok = id->route_local = false;
 	cm_req_init(&req, SR_OP_CM_RESOLVE_ADDR, id->handle);
 	ret = put_addr(req.u.cm.src, src_addr);
 	if (!ret)
@@ -276,6 +277,30 @@ int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct 
 	return cm_complete(id);
 }
 
+/*
+ * On RoCE the route is known once the address is: the kernel's
+ * rdma_resolve_route only looks the path up again from the same neighbour
+ * and reports ROUTE_RESOLVED, and the daemon's step only moves the id's
+ * state.  So after ADDR_RESOLVED (and no resolve since) the library
+ * reports the event itself, on the id's channel and counted in its
+ * eventfd like any other, and saves the round trip to the daemon (one per
+ * connection, cmtime's "resolve route" step); the CONNECT then tells the
+ * daemon (SR_CM_ROUTE_LOCAL).  Anything else (an id whose address was not
+ * resolved, SOFTRDMA_CM_ROUTE_LOCAL=0) asks the daemon, which gives
+ * rdma-core's answers (EINVAL in the wrong state).
+ */
+static bool route_local_on(void)
+{
+	static int on = -1;
+
+	if (on < 0) {
+		const char *v = getenv("SOFTRDMA_CM_ROUTE_LOCAL");
+
+		on = !(v && *v == '0');
+	}
+	return on;
+}
+
 int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
 {
 	struct cm_id *id = (struct cm_id *)cid;
@@ -283,6 +308,12 @@ int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
 
 	if (!id)
 		return cm_err(EINVAL);
+	(void)timeout_ms;
+	if (id->addr_ok && route_local_on() &&
+	    !cm_chan_local_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED)) {
+		id->route_local = true;
+		return cm_complete(id);
+	}
 	ret = cm_id_op_events(id, SR_OP_CM_RESOLVE_ROUTE);
 	if (ret)
 		return cm_err(-ret);

@@ -66,6 +66,10 @@ struct cm_id {
 	uint8_t resp_res, init_depth, retry, rnr_retry; /* ours, as sent */
 	uint8_t peer_resp_res, peer_init_depth;		/* the peer's, in our view */
 	uint8_t tos, ack_timeout;
+	/* ADDR_RESOLVED was handed out, and no resolve since: the route step
+	 * is the library's (id.c); route_local: it was taken, the daemon's id
+	 * still says ADDR_RESOLVED until the CONNECT (SR_CM_ROUTE_LOCAL) */
+	bool addr_ok, route_local;
 	/* AF_IB (afib.c): the addresses the application sees are sockaddr_ib;
 	 * ib_ps is the port space of the bound service ID, dst_sid the
 	 * service ID the application connects to */
@@ -135,6 +139,10 @@ int cm_complete(struct cm_id *id);
 int cm_id_request(struct cm_id *id, struct sr_req *req, struct sr_rep *rep);
 /* The same for a request that carries nothing but the id's handle. */
 int cm_id_op_events(struct cm_id *id, uint32_t op);
+/* Queues an event of this library's own making on id's channel (its
+ * addresses as the last event told them), counted in the eventfd as the
+ * daemon counts its own.  0 or -errno. */
+int cm_chan_local_event(struct cm_id *id, uint32_t event);
 /* Destroys the id in the daemon, then drops the events of it that the
  * channel fetched but did not hand out (the handle may be reused next). */
 void cm_chan_destroy_id(struct cm_id *id);

@@ -356,6 +356,8 @@ static int addr_error(void)
 
 	CHECK(ch);
 	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	/* no route before an address (the kernel: EINVAL) */
+	CHECK(rdma_resolve_route(id, 2000) == -1 && errno == EINVAL);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
 	ev = expect(ch, RDMA_CM_EVENT_ADDR_ERROR);
@@ -366,6 +368,9 @@ static int addr_error(void)
 	if (want)
 		CHECK(ev->status == atoi(want));
 	rdma_ack_cm_event(ev);
+	/* nor after an address that failed (librdmacm answers a resolved
+	 * one's route itself: it must not for this one) */
+	CHECK(rdma_resolve_route(id, 2000) == -1 && errno == EINVAL);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
 	return 0;

@@ -83,6 +83,8 @@ int sr_cm_connect(struct sr_daemon *d, struct sr_cm_id *id, const struct sr_req 
 	uint32_t room = (ud ? SR_CM_SIDR_REQ_PRIV : SR_CM_REQ_PRIV) - hdr;
 	struct sr_cm_msg m;
 
+	if (id->state == SR_CM_ADDR_RESOLVED && req->u.cm.flags & SR_CM_ROUTE_LOCAL)
+		id->state = SR_CM_ROUTE_RESOLVED; /* the library's rdma_resolve_route */
 	if (id->state != SR_CM_ROUTE_RESOLVED)
 		return -EINVAL;
 	if (req->u.cm.private_len > room)
