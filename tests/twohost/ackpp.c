@@ -87,46 +87,6 @@ static void open_ctx(struct ctx *c)
 		DIE("ibv_create_qp: %s", strerror(errno));
 }
 
-static void connect_qp(struct ctx *c, int gidx, const struct peer *me)
-{
-	struct ibv_port_attr pa;
-	struct ibv_qp_attr a = {0};
-
-	if (ibv_query_port(c->dev, 1, &pa))
-		DIE("ibv_query_port");
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	if (ibv_modify_qp(c->qp, &a,
-			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		DIE("INIT: %s", strerror(errno));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = pa.active_mtu;
-	a.dest_qp_num = c->peer.qpn;
-	a.rq_psn = c->peer.psn;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	memcpy(a.ah_attr.grh.dgid.raw, c->peer.gid, 16);
-	a.ah_attr.grh.sgid_index = (uint8_t)gidx;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(c->qp, &a,
-			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		DIE("RTR: %s", strerror(errno));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14; /* perftest's: 67 ms, 7 retries */
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = me->psn;
-	if (ibv_modify_qp(c->qp, &a,
-			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		DIE("RTS: %s", strerror(errno));
-}
-
 /* WRITEs v into the peer's buffer and waits for its completion; returns
  * how long that took, in microseconds. */
 static uint64_t write_value(struct ctx *c, uint64_t v)
@@ -211,7 +171,8 @@ int main(int argc, char **argv)
 	xchg(s, &me, &c.peer, sizeof(me));
 	if (server)
 		rounds = c.peer.rounds;
-	connect_qp(&c, gidx, &me);
+	side_rc_connect(c.dev, c.qp, gidx, c.peer.gid, c.peer.qpn, c.peer.psn, me.psn,
+			IBV_ACCESS_REMOTE_WRITE, 0);
 	xchg(s, &done, &peer_done, 1); /* both sides in RTS */
 
 	for (uint64_t i = 1; i <= rounds; i++) {
