@@ -361,7 +361,7 @@ struct sr_qp_shm {
 	 * or the engine sends it when it next runs the requester or soon */
 	alignas(SR_CACHELINE) struct sr_lock wtx_lock;
 	uint32_t wtx_ok, wtx_gen, wtx_spos, wtx_npsn, wtx_room;
-	uint32_t wtx_ack, wtx_ack_psn, wtx_ack_msn;
+	uint32_t wtx_ack, wtx_ack_psn, wtx_ack_msn, wtx_ack_gen; /* for wire_gen wtx_ack_gen */
 	/* data path, responder side: written by executors delivering to this
 	 * QP (post_recv writes only rq's producer line), on its own line */
 	alignas(SR_CACHELINE) struct sr_lock rq_lock; /* consumers of the RQ (executors, flush) */

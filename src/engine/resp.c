@@ -173,6 +173,7 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		qp->wtx_ack = 1;
 		qp->wtx_ack_psn = psn;
 		qp->wtx_ack_msn = q->msn;
+		qp->wtx_ack_gen = q->gen; /* a reset QP's posting threads never take it */
 	} else if (q->dack.valid)
 		dack_withdraw(qp, q);
 	sr_shm_unlock(&qp->wtx_lock);

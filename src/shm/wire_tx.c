@@ -157,10 +157,12 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wq
 			s->wtx_npsn = sr_psn_add(s->wtx_npsn, 1);
 			s->wtx_room--;
 			*all = s->wtx_spos == head;
-			a->on = s->wtx_ack;
+			/* only an ACK of this connection (wtx_gen is wire_gen here) */
+			a->on = s->wtx_ack && s->wtx_ack_gen == s->wtx_gen;
 			a->psn = s->wtx_ack_psn;
 			a->msn = s->wtx_ack_msn;
-			s->wtx_ack = 0;
+			if (a->on)
+				s->wtx_ack = 0;
 		}
 	}
 	sr_shm_unlock(&s->wtx_lock);
