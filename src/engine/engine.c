@@ -568,7 +568,7 @@ static void *engine_main(void *arg)
 
 	short_slice();
 	while (!engine_stop) {
-		uint64_t next, held,
+		uint64_t next, held, dack_at,
 		    tx0 = atomic_load_explicit(&e->cnt[SR_ENG_TX_PKTS], memory_order_relaxed);
 		bool busy;
 
@@ -586,9 +586,9 @@ static void *engine_main(void *arg)
 		e->now = now_ns();
 		grant_tick(e);
 		next = run_timers(e);
-		held = sr_eng_resp_dacks(e); /* ACKs no request took in time */
-		if (held && (!next || held < next))
-			next = held;
+		dack_at = sr_eng_resp_dacks(e); /* ACKs no request took in time */
+		if (dack_at && (!next || dack_at < next))
+			next = dack_at;
 		sr_eng_flush_tx(e);
 		/* packets held by fault injection, released after the batch */
 		held = sr_eng_fault_turn(e);
