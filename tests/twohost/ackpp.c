@@ -9,14 +9,20 @@
  *    arrives; the client reports how many of its rounds took longer than
  *    the engine's first tail-loss probe (2 ms: an ACK that waited for a
  *    request that never came would show there);
- *  - last, the client WRITEs once more and the server, as soon as it sees
+ *  - with -R, last, the client WRITEs once more and the server, as soon as
+ *    it sees that value, resets its QP and connects it to a second QP of
+ *    the client, then WRITEs to it: the ACK the old connection owed (left
+ *    for the QP's next request) must never go with the new connection's
+ *    requests (xfer.sh checks that host b counted no drop_state: the new
+ *    QP posts nothing, so an ACK reaching it would be counted there);
+ *  - otherwise, last, the client WRITEs once more and the server, as soon as it sees
  *    that value, destroys its QP without answering: the ACK it owed can
  *    no longer ride with a request and its QP is gone, yet the client's
  *    WRITE must complete with IBV_WC_SUCCESS (an HCA sends the ACK before
  *    the owner sees the data), not after retries with RETRY_EXC_ERR.
  *
  *   server: sr_ackpp -g GID_INDEX -p PORT
- *   client: sr_ackpp -g GID_INDEX -p PORT [-n ROUNDS] SERVER_ADDR
+ *   client: sr_ackpp -g GID_INDEX -p PORT [-n ROUNDS] [-R] SERVER_ADDR
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -30,6 +36,7 @@
 
 struct peer {
 	uint32_t qpn, psn, rkey, rounds; /* the server takes the client's rounds */
+	uint32_t qpn2, psn2, reconnect;	 /* -R: the client's second QP */
 	uint64_t addr;
 	uint8_t gid[16];
 };
@@ -38,7 +45,7 @@ struct ctx {
 	struct ibv_context *dev;
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
-	struct ibv_qp *qp;
+	struct ibv_qp *qp, *qp2;
 	struct ibv_mr *mr;
 	volatile uint64_t *in; /* the peer WRITEs here */
 	uint64_t *out;	       /* we WRITE from here */
@@ -83,7 +90,8 @@ static void open_ctx(struct ctx *c)
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
 	c->qp = ibv_create_qp(c->pd, &ia);
-	if (!c->qp)
+	c->qp2 = ibv_create_qp(c->pd, &ia);
+	if (!c->qp || !c->qp2)
 		DIE("ibv_create_qp: %s", strerror(errno));
 }
 
@@ -127,6 +135,58 @@ static void wait_value(struct ctx *c, uint64_t v)
 			    *c->in);
 }
 
+/*
+ * -R's last phase.  The server, as soon as it sees value rounds + 1 (its
+ * ACK still owed), resets its QP and connects it to the client's second QP,
+ * then WRITEs three more values to it; the client, which did not wait for
+ * that last WRITE's completion, destroys its first QP and takes them on
+ * the second one.
+ */
+static void reconnect_phase(struct ctx *c, int s, bool server, int gidx, const struct peer *me,
+			    unsigned rounds)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
+	struct ibv_sge sg = {(uintptr_t)c->out, 8, c->mr->lkey};
+	struct ibv_send_wr wr = {.sg_list = &sg,
+				 .num_sge = 1,
+				 .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	uint32_t psn = ((uint32_t)rand() & 0xffffff), peer_psn;
+	char k = 'k', peer_k;
+
+	if (server) {
+		wait_value(c, rounds + 1);
+		if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE))
+			DIE("RESET: %s", strerror(errno));
+		side_rc_connect(c->dev, c->qp, gidx, c->peer.gid, c->peer.qpn2, c->peer.psn2, psn,
+				IBV_ACCESS_REMOTE_WRITE, 0);
+		xchg(s, &psn, &peer_psn, sizeof(psn));
+		xchg(s, &k, &peer_k, 1); /* the client's second QP in RTS */
+		for (uint64_t v = rounds + 2; v <= rounds + 4; v++)
+			write_value(c, v);
+		printf("server: QP reset on value %u with its ACK owed, connected again to the "
+		       "client's second QP, three WRITEs completed\n",
+		       rounds + 1);
+		return;
+	}
+	*c->out = rounds + 1;
+	wr.wr_id = rounds + 1;
+	wr.wr.rdma.remote_addr = c->peer.addr;
+	wr.wr.rdma.rkey = c->peer.rkey;
+	if (ibv_post_send(c->qp, &wr, &bad))
+		DIE("ibv_post_send: %s", strerror(errno));
+	xchg(s, &psn, &peer_psn, sizeof(psn)); /* the server's QP reset, connected again */
+	if (ibv_destroy_qp(c->qp))
+		DIE("ibv_destroy_qp: %s", strerror(errno));
+	c->qp = c->qp2;
+	side_rc_connect(c->dev, c->qp, gidx, c->peer.gid, c->peer.qpn, peer_psn, me->psn2,
+			IBV_ACCESS_REMOTE_WRITE, 0);
+	xchg(s, &k, &peer_k, 1);
+	wait_value(c, rounds + 4);
+	printf("client: the server's QP moved to our second QP; its three WRITEs arrived\n");
+}
+
 int main(int argc, char **argv)
 {
 	const char *port = "18515";
@@ -135,11 +195,11 @@ int main(int argc, char **argv)
 	struct ctx c = {0};
 	union ibv_gid gid;
 	int gidx = 0, opt, s;
-	bool server;
+	bool server, reconnect = false;
 	uint64_t last_us;
 	char done = 'd', peer_done;
 
-	while ((opt = getopt(argc, argv, "g:p:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "g:p:n:R")) != -1) {
 		switch (opt) {
 		case 'g':
 			gidx = atoi(optarg);
@@ -150,9 +210,12 @@ int main(int argc, char **argv)
 		case 'n':
 			rounds = (unsigned)strtoul(optarg, NULL, 0);
 			break;
+		case 'R':
+			reconnect = true;
+			break;
 		default:
 			fprintf(stderr,
-				"usage: sr_ackpp [-g gid] [-p port] [-n rounds] [server]\n");
+				"usage: sr_ackpp [-g gid] [-p port] [-n rounds] [-R] [server]\n");
 			return 2;
 		}
 	}
@@ -165,12 +228,17 @@ int main(int argc, char **argv)
 	me.psn = (uint32_t)rand() & 0xffffff;
 	me.rkey = c.mr->rkey;
 	me.rounds = rounds;
+	me.qpn2 = c.qp2->qp_num;
+	me.psn2 = (uint32_t)rand() & 0xffffff;
+	me.reconnect = reconnect;
 	me.addr = (uintptr_t)c.in;
 	memcpy(me.gid, gid.raw, 16);
 	s = side_channel(server ? NULL : argv[optind], port);
 	xchg(s, &me, &c.peer, sizeof(me));
-	if (server)
+	if (server) {
 		rounds = c.peer.rounds;
+		reconnect = c.peer.reconnect;
+	}
 	side_rc_connect(c.dev, c.qp, gidx, c.peer.gid, c.peer.qpn, c.peer.psn, me.psn,
 			IBV_ACCESS_REMOTE_WRITE, 0);
 	xchg(s, &done, &peer_done, 1); /* both sides in RTS */
@@ -186,7 +254,9 @@ int main(int argc, char **argv)
 			wait_value(&c, i);
 		}
 	}
-	if (server) {
+	if (reconnect) {
+		reconnect_phase(&c, s, server, gidx, &me, rounds);
+	} else if (server) {
 		/* the last value: gone at once, the ACK still owed */
 		wait_value(&c, rounds + 1);
 		if (ibv_destroy_qp(c.qp))

@@ -9,7 +9,7 @@
 # start), SOFTRDMA_TEST_QPN_TAG (fixed QPN tag bits, for -D), XFER_EXPECT
 # (counter names of `softrdma status`'s RoCE line, space-separated, that
 # must be nonzero on host b afterwards, e.g. retransmits: the recovery
-# really happened), XFER_CAPTURE=1 (capture host b's veth with tshark,
+# really happened), XFER_EXPECT_ZERO (names that must be 0 there), XFER_CAPTURE=1 (capture host b's veth with tshark,
 # its UDP segmentation done in software so each GSO segment is seen as it
 # leaves, and check every packet's ICRC with tests/wire/check_wire.py's
 # scapy and zlib oracles; at least one must be a GSO segment),
@@ -69,6 +69,11 @@ if [ "$prog" = sr_xfer ] || [ "$prog" = sr_xrc_wire ] || [ "$prog" = sr_ackpp ];
 	grep -q "all checks passed" "$log/client" || { echo "FAIL: client checks"; ok=0; }
 	grep -q "all checks passed" "$log/server" || { echo "FAIL: server checks"; ok=0; }
 fi
+for c in ${XFER_EXPECT_ZERO:-}; do
+	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
+	[ "${v:-x}" = 0 ] || { echo "FAIL: host b's $c is ${v:-absent}, not 0"; ok=0; }
+	echo "host b: $c $v"
+done
 for c in ${XFER_EXPECT:-}; do
 	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
 	[ "${v:-0}" -gt 0 ] 2>/dev/null ||
