@@ -105,7 +105,6 @@ static void ack_later(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 uint64_t sr_eng_dack_ns(void)
 {
 	const char *v = getenv("SOFTRDMA_ACK_DEFER_US");
-
 	uint64_t us = v && *v ? strtoull(v, NULL, 10) : SR_ENG_DACK_NS / 1000;
 
 	/* never as long as the requester's first probe (SR_ENG_PROBE_NS) */
@@ -115,11 +114,10 @@ uint64_t sr_eng_dack_ns(void)
 static void dack_send(struct sr_engine *e, struct sr_eng_qp *q)
 {
 	struct sr_eng_dack *d = &q->dack;
-	uint8_t h[SR_BTH_LEN + SR_AETH_LEN];
+	uint8_t h[SR_ACK_HDR_LEN];
 
 	d->valid = false;
-	sr_bth_put(h, SR_TR_RC | SR_IB_ACK, false, 0, SR_DEFAULT_PKEY, d->dest_qpn, false, d->psn);
-	sr_aeth_put(h + SR_BTH_LEN, SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, d->msn);
+	sr_ack_hdr_put(h, d->dest_qpn, d->psn, d->msn);
 	sr_eng_send(e, NULL, d->sgid, d->dgid, q->sock, q->sport, h, sizeof(h), NULL, 0, 0);
 }
 
@@ -167,15 +165,14 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		return false;
 	sr_shm_lock(&qp->wtx_lock);
 	/* a posting thread sent a request since the engine last looked: the
-	 * answer left already, without this ACK; it goes now */
+	 * answer left already, without this ACK; it goes now (the caller) */
 	ok = q->req_init && qp->wtx_spos == q->spos;
 	if (ok) {
 		qp->wtx_ack = 1;
 		qp->wtx_ack_psn = psn;
 		qp->wtx_ack_msn = q->msn;
 		qp->wtx_ack_gen = q->gen; /* a reset QP's posting threads never take it */
-	} else if (q->dack.valid)
-		dack_withdraw(qp, q);
+	}
 	sr_shm_unlock(&qp->wtx_lock);
 	if (!ok)
 		return false;
@@ -260,7 +257,7 @@ void sr_eng_resp_acks(struct sr_engine *e)
 		psn = sr_psn_add(q->epsn, SR_PSN_MASK);
 		if (ack_defer(e, qp, q, psn))
 			continue;
-		if (q->dack.valid) { /* this one supersedes it */
+		if (q->dack.valid) { /* this one supersedes a handed one */
 			sr_shm_lock(&qp->wtx_lock);
 			dack_withdraw(qp, q);
 			sr_shm_unlock(&qp->wtx_lock);

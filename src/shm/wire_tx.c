@@ -23,6 +23,7 @@
  * both in one system call, so the peer's engine wakes once for the two.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
@@ -77,6 +78,36 @@ static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s, const str
 	return true;
 }
 
+/* This thread's batch sender for a request and its ACK (udp.h: one GSO
+ * send), made at its first such pair and freed when the thread exits;
+ * NULL without memory (the two then go one by one). */
+static pthread_key_t sender_key;
+static pthread_once_t sender_once = PTHREAD_ONCE_INIT;
+
+static void sender_key_make(void)
+{
+	if (pthread_key_create(&sender_key, free))
+		sender_key = (pthread_key_t)-1;
+}
+
+static struct sr_udp_sender *sender(void)
+{
+	struct sr_udp_sender *snd;
+
+	pthread_once(&sender_once, sender_key_make);
+	if (sender_key == (pthread_key_t)-1)
+		return NULL;
+	snd = pthread_getspecific(sender_key);
+	if (!snd) {
+		snd = calloc(1, sizeof(*snd));
+		if (snd && pthread_setspecific(sender_key, snd)) {
+			free(snd);
+			snd = NULL;
+		}
+	}
+	return snd;
+}
+
 /* The responder's ACK the engine handed to this QP's next request
  * (engine/resp.c, ack_defer): PSN and MSN, taken under wtx_lock. */
 struct handed_ack {
@@ -91,9 +122,9 @@ struct handed_ack {
 static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct sr_send_wqe *w,
 		     uint32_t psn, const struct iovec *iov, unsigned n, const struct handed_ack *a)
 {
-	static __thread struct sr_udp_sender *snd;
+	struct sr_udp_sender *snd = NULL;
 	struct sr_arena_hdr *h = ctx->arena;
-	uint8_t hdr[SR_MAX_HDR_LEN], ack[SR_BTH_LEN + SR_AETH_LEN];
+	uint8_t hdr[SR_MAX_HDR_LEN], ack[SR_ACK_HDR_LEN];
 	struct sr_udp_pkt pkt[2];
 	unsigned hl = SR_BTH_LEN, np = 1;
 	uint16_t sport;
@@ -106,19 +137,18 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
 		   psn);
 	sr_udp_build(&pkt[0], s->sgid, s->dgid, sport, hdr, hl, iov, n, w->total_len);
 	if (a->on) {
-		sr_bth_put(ack, SR_TR_RC | SR_IB_ACK, false, 0, SR_DEFAULT_PKEY, s->dest_qpn, false,
-			   a->psn);
-		sr_aeth_put(ack + SR_BTH_LEN, SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, a->msn);
+		sr_ack_hdr_put(ack, s->dest_qpn, a->psn, a->msn);
 		sr_udp_build(&pkt[np++], s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
-		if (!snd)
-			snd = calloc(1, sizeof(*snd));
+		snd = sender();
 	}
 	/* a packet the kernel refuses is lost on the wire: the engine's probe
 	 * and retransmission recover it like any other */
-	if (np == 2 && snd)
+	if (snd)
 		sr_udp_send(snd, sock, pkt, np);
-	else if (sendmsg(sock, &pkt[0].mh, MSG_DONTWAIT) < 0)
-		sr_dbg("RC to another host: %m");
+	else
+		for (unsigned i = 0; i < np; i++)
+			if (sendmsg(sock, &pkt[i].mh, MSG_DONTWAIT) < 0)
+				sr_dbg("RC to another host: %m");
 	atomic_fetch_add_explicit(&h->wire_direct[0], 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&h->wire_direct[1], w->total_len, memory_order_relaxed);
 	if (a->on)

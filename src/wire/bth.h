@@ -220,6 +220,14 @@ static inline void sr_aeth_put(uint8_t *p, uint8_t syndrome, uint32_t msn)
 	sr_put_be32(p, (uint32_t)syndrome << 24 | (msn & 0xffffff));
 }
 
+/* A plain RC ACK of PSN psn to QP dqpn: BTH and AETH (no credit limit). */
+#define SR_ACK_HDR_LEN (SR_BTH_LEN + SR_AETH_LEN)
+static inline void sr_ack_hdr_put(uint8_t *p, uint32_t dqpn, uint32_t psn, uint32_t msn)
+{
+	sr_bth_put(p, SR_TR_RC | SR_IB_ACK, false, 0, SR_DEFAULT_PKEY, dqpn, false, psn);
+	sr_aeth_put(p + SR_BTH_LEN, SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, msn);
+}
+
 static inline void sr_atometh_put(uint8_t *p, uint64_t va, uint32_t rkey, uint64_t swap_add,
 				  uint64_t compare)
 {
