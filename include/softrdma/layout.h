@@ -333,6 +333,10 @@ struct sr_qp_shm {
 	uint32_t wire;
 	_Atomic uint32_t wire_gen;
 	uint8_t sgid[16], dgid[16];
+	/* connected QPs (RC, UC, XRC): the arena chunk of the engine's
+	 * transport state for this QP (src/engine/engine.h struct sr_eng_qp),
+	 * given at creation, fixed for the QP's life; 0 for UD */
+	uint64_t eng_off;
 	/* data path, requester side: written by whoever holds sq_lock */
 	alignas(SR_CACHELINE) struct sr_lock sq_lock; /* post_send and the SQ executor */
 	_Atomic uint32_t stalled;		      /* SQ head waits: enum sr_stall */

@@ -31,7 +31,7 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 8u
+#define SR_PROTO_VERSION 9u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 /* An MR is a list of segments, one per memfd backing it spans (earlier

@@ -81,6 +81,9 @@ struct sr_obj {
 			 * inside the first chunk) and its entry count */
 			uint64_t ring_off;
 			uint32_t cqe_cnt;
+			/* connected QP: the chunk of the engine's state for
+			 * it (sr_qp_shm.eng_off), kept here for the same reason */
+			uint64_t eng_off, eng_size;
 		} shm; /* CQ, QP, SRQ: heap chunk */
 		struct {
 			uint32_t type;

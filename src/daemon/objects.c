@@ -1086,7 +1086,7 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	struct sr_obj *srq = NULL, *xrcd = NULL, *o;
 	struct sr_req_qp_caps cap = r->cap;
 	uint32_t sstride, rstride, scnt, rcnt;
-	uint64_t off, got, hdr, sq_bytes;
+	uint64_t off, got, hdr, sq_bytes, eng_off = 0, eng_size = 0;
 	bool no_rq;
 	struct sr_qp_shm *qp;
 	int64_t idx;
@@ -1140,12 +1140,23 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	off = sr_heap_alloc(d, hdr + sq_bytes + 2ull * rcnt * rstride, &got);
 	if (!off)
 		return -ENOMEM;
+	/* a connected QP may have its peer on another host: the engine's
+	 * state for it, in a chunk of its own (untouched, so costing no
+	 * memory, unless the QP goes over the wire) */
+	if (r->type != IBV_QPT_UD) {
+		eng_off = sr_heap_alloc(d, sr_eng_state_size(scnt), &eng_size);
+		if (!eng_off) {
+			sr_heap_free(d, off, got);
+			return -ENOMEM;
+		}
+	}
 	idx = sr_idalloc_get(&d->qpn_ids);
 	o = idx >= 0 ? obj_new(c, SR_OBJ_QP) : NULL;
 	if (!o) {
 		if (idx >= 0)
 			sr_idalloc_put(&d->qpn_ids, idx);
 		sr_heap_free(d, off, got);
+		sr_heap_free(d, eng_off, eng_size);
 		return -ENOMEM;
 	}
 	if (xrcd)
@@ -1161,6 +1172,8 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	o->handle = sr_qpn_make(idx, qpn_tag());
 	o->u.shm.off = off;
 	o->u.shm.size = got;
+	o->u.shm.eng_off = eng_off;
+	o->u.shm.eng_size = eng_size;
 	d->qp_by_idx[idx] = o;
 
 	qp = sr_arena_ptr(d->arena, off);
@@ -1178,6 +1191,7 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	qp->recv_cq_off = rcq ? rcq->u.shm.off : 0;
 	qp->srq_off = srq ? srq->u.shm.off : 0;
 	qp->port_num = 1;
+	qp->eng_off = eng_off;
 	sr_shm_lock_init(&qp->sq_lock);
 	sr_shm_lock_init(&qp->rq_lock);
 	wq_init(&qp->sq, scnt, cap.max_send_sge, sstride - sizeof(struct sr_send_wqe), sstride,
@@ -1579,6 +1593,8 @@ static void qp_destroy(struct sr_daemon *d, struct sr_obj *o)
 	d->qp_by_idx[idx] = NULL;
 	sr_idalloc_put(&d->qpn_ids, idx);
 	sr_heap_free_later(d, o->u.shm.off, o->u.shm.size);
+	if (o->u.shm.eng_off)
+		sr_heap_free_later(d, o->u.shm.eng_off, o->u.shm.eng_size);
 	obj_unlink(o);
 }
 

@@ -198,16 +198,17 @@ static void snap(struct sr_engine *e, struct sr_eng_snap *s)
 	s->trace_err = e->trace_err;
 	s->trace_pkts = e->trace_pkts;
 	for (uint32_t i = 0; i < SR_MAX_QPS; i++) {
-		struct sr_eng_qp *q = e->qps[i];
+		struct sr_eng_slot *sl = e->slots[i];
+		struct sr_eng_qp *q;
 		struct sr_eng_qp_snap *o;
 		struct sr_qp_shm *qp;
 
-		if (!q)
+		if (!sl || !sl->q)
 			continue;
-		qp = sr_exec_qp_lookup(e->ctx, q->qpn);
-		if (!qp || !qp->wire || (uint64_t)((char *)qp - (char *)e->arena) != q->off ||
-		    atomic_load_explicit(&qp->wire_gen, memory_order_acquire) != q->gen)
+		qp = sr_exec_qp_lookup(e->ctx, sl->qpn);
+		if (!qp || !qp->wire || !sr_eng_qp_is(e, qp, sl->q))
 			continue;
+		q = sl->q;
 		if (s->nqps == SR_ENG_SNAP_QPS) {
 			s->more_qps++;
 			continue;

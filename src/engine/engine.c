@@ -44,13 +44,19 @@
 
 /* ---- per-QP engine state ---- */
 
+static struct sr_eng_slot *slot_at(const struct sr_engine *e, uint32_t qpn)
+{
+	return e->slots[sr_qpn_index(qpn) % SR_MAX_QPS];
+}
+
 bool sr_eng_qp_is(const struct sr_engine *e, const struct sr_qp_shm *qp, const struct sr_eng_qp *q)
 {
+	const struct sr_eng_slot *s = slot_at(e, qp->qpn);
 	uint64_t off = (uint64_t)((const char *)qp - (const char *)e->arena);
 
-	return q->qpn == qp->qpn && q->off == off &&
-	       q->gen == atomic_load_explicit(&qp->wire_gen, memory_order_acquire) &&
-	       q->swqe_cnt == qp->sq.wqe_cnt;
+	return s && s->q == q && s->qpn == qp->qpn && s->off == off &&
+	       s->gen == atomic_load_explicit(&qp->wire_gen, memory_order_acquire) &&
+	       s->st_off == qp->eng_off && s->cnt == qp->sq.wqe_cnt;
 }
 
 struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
@@ -58,91 +64,86 @@ struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 	uint32_t idx = sr_qpn_index(qp->qpn) % SR_MAX_QPS;
 	uint64_t off = (uint64_t)((char *)qp - (char *)e->arena);
 	uint32_t gen = atomic_load_explicit(&qp->wire_gen, memory_order_acquire);
-	struct sr_eng_qp *q = e->qps[idx];
+	uint64_t st_off = qp->eng_off;
+	uint32_t cnt = qp->sq.wqe_cnt;
+	struct sr_eng_slot *s = e->slots[idx];
+	struct sr_eng_qp *q;
 
-	if (q && sr_eng_qp_is(e, qp, q))
-		return q;
-	if (!q) {
-		q = calloc(1, sizeof(*q));
-		if (!q)
+	if (s && s->q && sr_eng_qp_is(e, qp, s->q))
+		return s->q;
+	/* the chunk must be one the daemon could have given: inside the
+	 * arena, after its header, whole (any process of the user can write
+	 * the QP object) */
+	if (!st_off || !cnt || (cnt & (cnt - 1)) || cnt > SR_MAX_QP_WR * 2 ||
+	    st_off < sizeof(struct sr_arena_hdr) || st_off % 8 ||
+	    st_off + sr_eng_state_size(cnt) > e->ctx->arena_size)
+		return NULL;
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
 			return NULL;
-		e->qps[idx] = q;
+		e->slots[idx] = s;
 	}
-	/* a new QP in this slot, or this one reset or re-routed: start over */
-	if (q->swqe_cnt != qp->sq.wqe_cnt) {
-		free(q->swqe);
-		q->swqe = calloc(qp->sq.wqe_cnt ? qp->sq.wqe_cnt : 1, sizeof(*q->swqe));
-		q->swqe_cnt = q->swqe ? qp->sq.wqe_cnt : 0;
-	}
-	struct sr_eng_swqe *sw = q->swqe;
-	uint32_t cnt = q->swqe_cnt;
-	bool active = q->active;
-	struct sr_eng_qp *next_active = q->next_active, *next_ack = q->next_ack;
-	bool on_ack = q->on_ack;
-	struct sr_qp_shm *ack_qp = q->ack_qp;
-	bool grant_pending = q->grant_pending, granted = q->granted;
-	struct sr_eng_qp *next_pending = q->next_pending, *next_granted = q->next_granted;
-	struct sr_eng_dack dack = q->dack; /* still linked; goes if the QP is gone */
-
-	memset(q, 0, sizeof(*q));
-	q->dack = dack;
-	q->swqe = sw;
-	q->swqe_cnt = cnt;
-	q->active = active; /* still linked: the timer walk drops it */
-	q->next_active = next_active;
-	q->next_ack = next_ack;
-	q->on_ack = on_ack;
-	q->ack_qp = ack_qp;
-	q->grant_pending = grant_pending; /* still linked: the walks drop it */
-	q->granted = granted;
-	q->next_pending = next_pending;
-	q->next_granted = next_granted;
+	/* a new QP in this slot, or this one reset or re-routed: start over
+	 * (the slot's list links stay: the walks drop what no longer is) */
+	q = sr_arena_at(e->arena, st_off);
+	memset(q, 0, sr_eng_state_size(cnt));
 	q->qpn = qp->qpn;
-	q->off = off;
 	q->gen = gen;
+	q->swqe_cnt = cnt;
 	q->cur_op = 0xff;
-	q->sock = e->socks[q->qpn % SR_ENG_SOCKS];
-	q->sport = e->sports[q->qpn % SR_ENG_SOCKS];
+	s->q = q;
+	s->qpn = qp->qpn;
+	s->gen = gen;
+	s->cnt = cnt;
+	s->off = off;
+	s->st_off = st_off;
 	return q;
 }
 
 void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q)
 {
-	if (q->active)
+	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
+
+	if (s->active)
 		return;
-	q->active = true;
-	q->next_active = e->active;
-	e->active = q;
+	s->active = true;
+	s->next_active = e->active;
+	e->active = s;
 }
 
 /* ---- posting threads' sending (req.c sr_eng_req_grant) ---- */
 
 void sr_eng_grant_later(struct sr_engine *e, struct sr_eng_qp *q)
 {
-	if (q->grant_pending)
+	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
+
+	if (s->grant_pending)
 		return;
-	q->grant_pending = true;
-	q->next_pending = e->pending;
-	e->pending = q;
+	s->grant_pending = true;
+	s->next_pending = e->pending;
+	e->pending = s;
 }
 
-/* The QP q stands for now, or NULL if it is gone or its slot reused. */
-static struct sr_qp_shm *qp_of(struct sr_engine *e, struct sr_eng_qp *q)
+/* The QP slot s stands for now and its state, or NULL if it is gone or
+ * was reset or re-routed since s was linked. */
+static struct sr_qp_shm *qp_of(struct sr_engine *e, struct sr_eng_slot *s, struct sr_eng_qp **qo)
 {
-	struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, q->qpn);
+	struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, s->qpn);
 
-	if (!qp || e->qps[sr_qpn_index(q->qpn) % SR_MAX_QPS] != q || sr_eng_qp_get(e, qp) != q)
+	if (!qp || !s->q || !sr_eng_qp_is(e, qp, s->q))
 		return NULL;
+	*qo = s->q;
 	return qp;
 }
 
-static void granted_add(struct sr_engine *e, struct sr_eng_qp *q)
+static void granted_add(struct sr_engine *e, struct sr_eng_slot *s)
 {
-	if (q->granted)
+	if (s->granted)
 		return;
-	q->granted = true;
-	q->next_granted = e->granted;
-	e->granted = q;
+	s->granted = true;
+	s->next_granted = e->granted;
+	e->granted = s;
 	if (!e->grant_tick)
 		e->grant_tick = e->now + SR_ENG_GRANT_TICK_NS;
 }
@@ -151,14 +152,15 @@ static void granted_add(struct sr_engine *e, struct sr_eng_qp *q)
 static void grant_turn(struct sr_engine *e)
 {
 	while (e->pending) {
-		struct sr_eng_qp *q = e->pending;
+		struct sr_eng_slot *s = e->pending;
+		struct sr_eng_qp *q;
 		struct sr_qp_shm *qp;
 
-		e->pending = q->next_pending;
-		q->grant_pending = false;
-		qp = qp_of(e, q);
+		e->pending = s->next_pending;
+		s->grant_pending = false;
+		qp = qp_of(e, s, &q);
 		if (qp && qp->wire && sr_eng_req_grant(e, qp, q, true))
-			granted_add(e, q);
+			granted_add(e, s);
 	}
 }
 
@@ -167,22 +169,23 @@ static void grant_turn(struct sr_engine *e)
  * withdraw the grants of QPs idle for SR_ENG_GRANT_IDLE_NS. */
 static void grant_tick(struct sr_engine *e)
 {
-	struct sr_eng_qp **pp = &e->granted;
+	struct sr_eng_slot **pp = &e->granted;
 
 	if (!e->granted || e->now < e->grant_tick)
 		return;
 	while (*pp) {
-		struct sr_eng_qp *q = *pp;
-		struct sr_qp_shm *qp = qp_of(e, q);
+		struct sr_eng_slot *s = *pp;
+		struct sr_eng_qp *q = NULL;
+		struct sr_qp_shm *qp = qp_of(e, s, &q);
 		bool keep = qp && qp->wire &&
 			    (e->now - q->direct_at < SR_ENG_GRANT_IDLE_NS || q->una != q->npsn);
 
 		if (qp && sr_eng_req_grant(e, qp, q, keep)) {
-			pp = &q->next_granted;
+			pp = &s->next_granted;
 			continue;
 		}
-		*pp = q->next_granted;
-		q->granted = false;
+		*pp = s->next_granted;
+		s->granted = false;
 	}
 	e->grant_tick = e->granted ? e->now + SR_ENG_GRANT_TICK_NS : 0;
 }
@@ -341,8 +344,10 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 		return;
 	}
 	q = sr_eng_qp_get(e, qp);
-	if (!q)
+	if (!q) {
+		drop(e, SR_DROP_STATE); /* no state chunk: not a QP the daemon made */
 		return;
+	}
 	if (p.op->flags & SR_OPF_REQ)
 		sr_eng_resp_rx(e, qp, q, &p, sgid, dgid);
 	else
@@ -359,10 +364,10 @@ void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 	if (len >= SR_BTH_LEN &&
 	    atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed) != r0) {
 		uint32_t dqpn = (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7];
-		struct sr_eng_qp *q = e->qps[sr_qpn_index(dqpn) % SR_MAX_QPS];
+		struct sr_eng_slot *s = slot_at(e, dqpn);
 
-		if (q && q->qpn == dqpn)
-			sr_eng_vis_retrans(e, q->qpn, q->gen, r0);
+		if (s && s->q && s->qpn == dqpn)
+			sr_eng_vis_retrans(e, s->qpn, s->gen, r0);
 	}
 }
 
@@ -441,13 +446,16 @@ static void run_doorbells(struct sr_engine *e)
 	if (atomic_exchange_explicit(&h->db_overflow, 0, memory_order_acq_rel)) {
 		/* the queue was full: every QP we know may have work */
 		for (uint32_t i = 0; i < SR_MAX_QPS; i++)
-			if (e->qps[i]) {
-				struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, e->qps[i]->qpn);
+			if (e->slots[i]) {
+				struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, e->slots[i]->qpn);
+				struct sr_eng_qp *q;
 
 				if (qp && qp->wire) {
 					atomic_store_explicit(&qp->wire_db, 0,
 							      memory_order_release);
-					sr_eng_req_run(e, qp, sr_eng_qp_get(e, qp));
+					q = sr_eng_qp_get(e, qp);
+					if (q)
+						sr_eng_req_run(e, qp, q);
 				}
 			}
 	}
@@ -499,17 +507,17 @@ static void run_udtx(struct sr_engine *e)
 /* Runs due timers; returns the earliest deadline still pending (0: none). */
 static uint64_t run_timers(struct sr_engine *e)
 {
-	struct sr_eng_qp **pp = &e->active;
+	struct sr_eng_slot **pp = &e->active;
 	uint64_t next = 0;
 
 	while (*pp) {
-		struct sr_eng_qp *q = *pp;
-		struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, q->qpn);
+		struct sr_eng_slot *s = *pp;
+		struct sr_eng_qp *q = NULL;
+		struct sr_qp_shm *qp = qp_of(e, s, &q);
 
-		if (!qp || e->qps[sr_qpn_index(q->qpn) % SR_MAX_QPS] != q ||
-		    sr_eng_qp_get(e, qp) != q || !q->deadline) {
-			*pp = q->next_active;
-			q->active = false;
+		if (!qp || !q->deadline) {
+			*pp = s->next_active;
+			s->active = false;
 			continue;
 		}
 		if (q->deadline <= e->now) {
@@ -517,16 +525,16 @@ static uint64_t run_timers(struct sr_engine *e)
 			    atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed);
 
 			sr_eng_req_timer(e, qp, q);
-			sr_eng_vis_retrans(e, q->qpn, q->gen, r0);
+			sr_eng_vis_retrans(e, s->qpn, s->gen, r0);
 		}
 		if (!q->deadline) {
-			*pp = q->next_active;
-			q->active = false;
+			*pp = s->next_active;
+			s->active = false;
 			continue;
 		}
 		if (!next || q->deadline < next)
 			next = q->deadline;
-		pp = &q->next_active;
+		pp = &s->next_active;
 	}
 	return next;
 }
@@ -793,10 +801,10 @@ int sr_engine_start(int sock)
 	rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
 	if (!e || !rx_slots)
 		return -ENOMEM;
-	e->qps = calloc(SR_MAX_QPS, sizeof(*e->qps));
+	e->slots = calloc(SR_MAX_QPS, sizeof(*e->slots));
 	e->db_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	e->ep_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (!e->qps || e->db_fd < 0 || e->ep_fd < 0)
+	if (!e->slots || e->db_fd < 0 || e->ep_fd < 0)
 		return -ENOMEM;
 	engine_db_fd = e->db_fd;
 	ret = sr_eng_gsi_init();
@@ -819,9 +827,9 @@ struct sr_engine *sr_engine_attach(int sock)
 		return NULL;
 	if (!rx_slots)
 		rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
-	e->qps = calloc(SR_MAX_QPS, sizeof(*e->qps));
-	if (!rx_slots || !e->qps || context_open(e, sock)) {
-		free(e->qps);
+	e->slots = calloc(SR_MAX_QPS, sizeof(*e->slots));
+	if (!rx_slots || !e->slots || context_open(e, sock)) {
+		free(e->slots);
 		free(e);
 		return NULL;
 	}

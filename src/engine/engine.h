@@ -31,6 +31,7 @@
 
 #include <softrdma/layout.h>
 
+#include "core/idalloc.h"
 #include "shm/responder.h"
 #include "wire/bth.h"
 #include "wire/udp.h"
@@ -94,48 +95,33 @@ struct sr_eng_swqe {
 	uint8_t local_err; /* enum ibv_wc_status: failed before it was sent */
 };
 
-/* The engine's view of one QP (RC, UC, XRC or UD with a remote peer). */
+/*
+ * One connected QP's transport state (RC, UC or XRC with a remote peer):
+ * what the requester, completer and responder know of it.  It lives in the
+ * arena, in a chunk the daemon gives every connected QP at creation
+ * (sr_qp_shm.eng_off, sr_eng_state_size bytes: this, then one
+ * sr_eng_swqe per SQ slot), so that a thread of another process that maps
+ * the arena can one day run the same code on it (docs/architecture.md,
+ * "The receive half").  No pointers here: the engine's own lists and
+ * whatever it must not take from memory any process of the user can write
+ * are in its private struct sr_eng_slot.
+ */
 struct sr_eng_qp {
 	uint32_t qpn;
-	uint32_t gen; /* sr_qp_shm.wire_gen this state belongs to */
-	uint64_t off; /* the QP object's arena offset */
-	bool active;  /* on the timer list */
-	struct sr_eng_qp *next_active;
-	bool on_ack; /* on the list of QPs owing an ACK */
-	struct sr_eng_qp *next_ack;
-	/* the QP object owing it: valid to the end of the engine's reader
-	 * section even if the owner destroys the QP meanwhile (shm/epoch.h) */
-	struct sr_qp_shm *ack_qp;
-	/* posting threads may send its next WQEs themselves (req.c,
-	 * sr_eng_req_grant): on the list of QPs to grant at the end of this
-	 * turn, on the list of granted ones the engine looks at every
-	 * SR_ENG_GRANT_TICK_NS, and when it or a posting thread last moved */
-	bool grant_pending, granted;
-	struct sr_eng_qp *next_pending, *next_granted;
-	uint64_t direct_at;
+	uint32_t gen;	   /* sr_qp_shm.wire_gen this state belongs to */
+	uint32_t swqe_cnt; /* entries of swqe[] (the SQ's slots) */
 	/* until PSN direct_end is acknowledged nothing new goes after a
 	 * packet a posting thread sent: it left through another socket and
 	 * maybe another CPU's backlog, and a packet of ours sent right after
 	 * could arrive first (a sequence NAK, a retransmission) */
 	bool direct_wait;
 	uint32_t direct_end;
+	uint64_t direct_at; /* a posting thread or the engine last moved it */
 	/* a stream, not a ping-pong, was held up behind one: no grants until
 	 * then (the engine batches a stream better than one packet per call) */
 	uint64_t direct_quiet_until;
-	uint16_t sport; /* UDP source port (the pool socket's) */
-	int sock;
 	/* a posting thread last sent one of its WQEs (absorbed then) */
 	uint64_t direct_sent_at;
-	/* the ACK handed to posting threads (resp.c ack_defer); kept over a
-	 * reset of this slot, so that it still goes if the QP is destroyed */
-	struct sr_eng_dack {
-		bool linked, valid;
-		struct sr_eng_qp *next;
-		uint64_t at; /* the engine sends it then */
-		uint64_t off;
-		uint32_t qpn, gen, dest_qpn, psn, msn;
-		uint8_t sgid[16], dgid[16];
-	} dack;
 
 	/* requester */
 	bool req_init;
@@ -155,8 +141,6 @@ struct sr_eng_qp {
 	bool regap;	 /* rewound since the last progress: answers after the
 			  * oldest unanswered one may be stale, no new gap */
 	uint8_t retry_left, rnr_left;
-	uint32_t swqe_cnt;
-	struct sr_eng_swqe *swqe; /* [sq.wqe_cnt], by SQ index */
 
 	/* responder */
 	bool resp_init;
@@ -180,6 +164,49 @@ struct sr_eng_qp {
 	/* WRITE MIDDLE packets placed ahead of a gap, by PSN % SR_ENG_OOO */
 	uint32_t ooo_n;
 	uint64_t ooo[SR_ENG_OOO / 64];
+	struct sr_eng_swqe swqe[]; /* [swqe_cnt], by SQ index */
+};
+
+/* The bytes of a QP's state chunk for an SQ of wqe_cnt slots. */
+static inline uint64_t sr_eng_state_size(uint32_t wqe_cnt)
+{
+	return sizeof(struct sr_eng_qp) + (uint64_t)wqe_cnt * sizeof(struct sr_eng_swqe);
+}
+
+/*
+ * The engine's private record of a QP slot (by QPN index): the lists it is
+ * on, the ACK it handed to posting threads, and its own copies of whose
+ * state the arena chunk holds (checked on every look-up, never read back
+ * from the arena).
+ */
+struct sr_eng_slot {
+	struct sr_eng_qp *q; /* the state in the arena; NULL: none yet */
+	uint32_t qpn, gen, cnt;
+	uint64_t off;	 /* the QP object's arena offset */
+	uint64_t st_off; /* the state chunk's */
+	bool active;	 /* on the timer list */
+	struct sr_eng_slot *next_active;
+	bool on_ack; /* on the list of QPs owing an ACK */
+	struct sr_eng_slot *next_ack;
+	/* the QP object owing it: valid to the end of the engine's reader
+	 * section even if the owner destroys the QP meanwhile (shm/epoch.h) */
+	struct sr_qp_shm *ack_qp;
+	/* posting threads may send its next WQEs themselves (req.c,
+	 * sr_eng_req_grant): on the list of QPs to grant at the end of this
+	 * turn, on the list of granted ones the engine looks at every
+	 * SR_ENG_GRANT_TICK_NS */
+	bool grant_pending, granted;
+	struct sr_eng_slot *next_pending, *next_granted;
+	/* the ACK handed to posting threads (resp.c ack_defer); here, not in
+	 * the arena, so that it still goes if the QP is destroyed or reset */
+	struct sr_eng_dack {
+		bool linked, valid;
+		struct sr_eng_slot *next;
+		uint64_t at; /* the engine sends it then */
+		uint64_t off;
+		uint32_t qpn, gen, dest_qpn, psn, msn;
+		uint8_t sgid[16], dgid[16];
+	} dack;
 };
 
 struct sr_engine {
@@ -189,13 +216,13 @@ struct sr_engine {
 	int socks[SR_ENG_SOCKS];
 	uint16_t sports[SR_ENG_SOCKS];
 	int db_fd, ep_fd;
-	struct sr_eng_qp **qps; /* [SR_MAX_QPS], by QPN index */
-	struct sr_eng_qp *active;
-	struct sr_eng_qp *acks;		     /* responders owing an ACK this turn */
-	struct sr_eng_qp *dacks;	     /* ACKs waiting for a request (resp.c) */
-	uint64_t dack_ns;		     /* how long at most; 0: never */
-	struct sr_eng_qp *pending, *granted; /* posting threads' sending (req.c) */
-	uint64_t grant_tick;		     /* next look at the granted QPs */
+	struct sr_eng_slot **slots; /* [SR_MAX_QPS], by QPN index */
+	struct sr_eng_slot *active;
+	struct sr_eng_slot *acks;	       /* responders owing an ACK this turn */
+	struct sr_eng_slot *dacks;	       /* ACKs waiting for a request (resp.c) */
+	uint64_t dack_ns;		       /* how long at most; 0: never */
+	struct sr_eng_slot *pending, *granted; /* posting threads' sending (req.c) */
+	uint64_t grant_tick;		       /* next look at the granted QPs */
 	uint64_t now;
 	/* transmit batch */
 	unsigned ntx;
@@ -221,7 +248,24 @@ static inline void sr_eng_count(_Atomic uint64_t *c, uint64_t n)
 }
 
 /* engine.c */
+/* qp's transport state, started over if qp was reset or re-routed since;
+ * NULL if it has none (not a connected QP, or its chunk is not sound). */
 struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp);
+/* The private record of q's slot (q came from sr_eng_qp_get). */
+static inline struct sr_eng_slot *sr_eng_slot_of(const struct sr_engine *e,
+						 const struct sr_eng_qp *q)
+{
+	return e->slots[sr_qpn_index(q->qpn) % SR_MAX_QPS];
+}
+/* The socket and UDP source port a QP sends from (its pool socket). */
+static inline int sr_eng_sock(const struct sr_engine *e, uint32_t qpn)
+{
+	return e->socks[qpn % SR_ENG_SOCKS];
+}
+static inline uint16_t sr_eng_sport(const struct sr_engine *e, uint32_t qpn)
+{
+	return e->sports[qpn % SR_ENG_SOCKS];
+}
 /* Whether q is the current state of qp (no reset or re-route since). */
 bool sr_eng_qp_is(const struct sr_engine *e, const struct sr_qp_shm *qp, const struct sr_eng_qp *q);
 void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q);

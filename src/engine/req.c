@@ -270,7 +270,8 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 			   qp->dest_qpn, ackreq && qp->type != IBV_QPT_UC, q->npsn);
 		q->npsn = sr_psn_add(q->npsn, 1);
 	}
-	sr_eng_send(e, qp, qp->sgid, qp->dgid, q->sock, q->sport, h, hl, iov, niov, len);
+	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,
+		    hl, iov, niov, len);
 	q->soff += len;
 	if (last)
 		q->soff = UINT64_MAX; /* the WQE is sent */

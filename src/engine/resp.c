@@ -55,7 +55,7 @@ static void send_aeth(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	sr_aeth_put(h + SR_BTH_LEN, syndrome, q->msn);
 	if (elen)
 		memcpy(h + SR_BTH_LEN + SR_AETH_LEN, extra, elen);
-	sr_eng_send(e, qp, qp->sgid, qp->dgid, q->sock, q->sport, h,
+	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,
 		    SR_BTH_LEN + SR_AETH_LEN + elen, pay, npay, paylen);
 }
 
@@ -71,13 +71,15 @@ static void send_nak(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 
 static void ack_later(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
+	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
+
 	q->ack_due = true;
-	q->ack_qp = qp;
-	if (q->on_ack)
+	s->ack_qp = qp;
+	if (s->on_ack)
 		return;
-	q->on_ack = true;
-	q->next_ack = e->acks;
-	e->acks = q;
+	s->on_ack = true;
+	s->next_ack = e->acks;
+	e->acks = s;
 }
 
 /*
@@ -111,14 +113,14 @@ uint64_t sr_eng_dack_ns(void)
 	return (us < SR_ENG_DACK_MAX_US ? us : SR_ENG_DACK_MAX_US) * 1000;
 }
 
-static void dack_send(struct sr_engine *e, struct sr_eng_qp *q)
+static void dack_send(struct sr_engine *e, struct sr_eng_dack *d)
 {
-	struct sr_eng_dack *d = &q->dack;
 	uint8_t h[SR_ACK_HDR_LEN];
 
 	d->valid = false;
 	sr_ack_hdr_put(h, d->dest_qpn, d->psn, d->msn);
-	sr_eng_send(e, NULL, d->sgid, d->dgid, q->sock, q->sport, h, sizeof(h), NULL, 0, 0);
+	sr_eng_send(e, NULL, d->sgid, d->dgid, sr_eng_sock(e, d->qpn), sr_eng_sport(e, d->qpn), h,
+		    sizeof(h), NULL, 0, 0);
 }
 
 /* The QP object the handed ACK belongs to, if it is still that QP. */
@@ -132,31 +134,33 @@ static struct sr_qp_shm *dack_qp(struct sr_engine *e, const struct sr_eng_dack *
 	return qp;
 }
 
-/* Withdraws q's handed ACK (wtx_lock held): true if no thread took it. */
-static bool dack_withdraw(struct sr_qp_shm *qp, struct sr_eng_qp *q)
+/* Withdraws the handed ACK d (wtx_lock held): true if no thread took it. */
+static bool dack_withdraw(struct sr_qp_shm *qp, struct sr_eng_dack *d)
 {
-	bool mine = q->dack.valid && qp->wtx_ack;
+	bool mine = d->valid && qp->wtx_ack;
 
 	qp->wtx_ack = 0;
-	q->dack.valid = false;
+	d->valid = false;
 	return mine;
 }
 
 void sr_eng_resp_dack_take(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
-	const struct sr_eng_dack *d = &q->dack;
+	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
+	struct sr_eng_dack *d = &s->dack;
 
 	/* (one of a QP this slot held before stays for sr_eng_resp_dacks) */
-	if (d->valid && d->qpn == q->qpn && d->off == q->off && d->gen == q->gen &&
-	    dack_withdraw(qp, q))
-		dack_send(e, q);
+	if (d->valid && d->qpn == s->qpn && d->off == s->off && d->gen == s->gen &&
+	    dack_withdraw(qp, d))
+		dack_send(e, d);
 }
 
 /* Hands q's ACK of psn to the QP's next request, if that is worth it. */
 static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
 {
 	const struct sr_arena_hdr *h = e->arena;
-	struct sr_eng_dack *d = &q->dack;
+	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
+	struct sr_eng_dack *d = &s->dack;
 	bool ok;
 
 	if (!e->dack_ns || qp->type != IBV_QPT_RC || !q->direct_sent_at ||
@@ -179,9 +183,9 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	if (!d->valid) /* the oldest waits at most dack_ns */
 		d->at = e->now + e->dack_ns;
 	d->valid = true;
-	d->off = q->off;
-	d->qpn = q->qpn;
-	d->gen = q->gen;
+	d->off = s->off;
+	d->qpn = s->qpn;
+	d->gen = s->gen;
 	d->dest_qpn = qp->dest_qpn;
 	d->psn = psn;
 	d->msn = q->msn;
@@ -190,19 +194,19 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	if (!d->linked) {
 		d->linked = true;
 		d->next = e->dacks;
-		e->dacks = q;
+		e->dacks = s;
 	}
 	return true;
 }
 
 uint64_t sr_eng_resp_dacks(struct sr_engine *e)
 {
-	struct sr_eng_qp **pp = &e->dacks;
+	struct sr_eng_slot **pp = &e->dacks;
 	uint64_t next = 0;
 
 	while (*pp) {
-		struct sr_eng_qp *q = *pp;
-		struct sr_eng_dack *d = &q->dack;
+		struct sr_eng_slot *s = *pp;
+		struct sr_eng_dack *d = &s->dack;
 		bool send = false, wait = false;
 
 		if (d->valid) {
@@ -214,7 +218,7 @@ uint64_t sr_eng_resp_dacks(struct sr_engine *e)
 				/* neither taken by a request nor due: keep it */
 				wait = qp->wtx_ack && d->at > e->now;
 				if (!wait)
-					send = dack_withdraw(qp, q);
+					send = dack_withdraw(qp, d);
 				sr_shm_unlock(&qp->wtx_lock);
 			} else {
 				send = gone; /* destroyed: the copy goes now; reset: nothing */
@@ -230,7 +234,7 @@ uint64_t sr_eng_resp_dacks(struct sr_engine *e)
 		d->linked = false;
 		d->valid = false;
 		if (send)
-			dack_send(e, q);
+			dack_send(e, d);
 	}
 	return next;
 }
@@ -238,12 +242,13 @@ uint64_t sr_eng_resp_dacks(struct sr_engine *e)
 void sr_eng_resp_acks(struct sr_engine *e)
 {
 	while (e->acks) {
-		struct sr_eng_qp *q = e->acks;
-		struct sr_qp_shm *qp = q->ack_qp;
+		struct sr_eng_slot *s = e->acks;
+		struct sr_qp_shm *qp = s->ack_qp;
+		struct sr_eng_qp *q = s->q;
 		uint32_t psn;
 
-		e->acks = q->next_ack;
-		q->on_ack = false;
+		e->acks = s->next_ack;
+		s->on_ack = false;
 		/*
 		 * Not looked up again by QPN: an owner that saw the completion
 		 * may already have destroyed the QP, and the requester still
@@ -251,15 +256,15 @@ void sr_eng_resp_acks(struct sr_engine *e)
 		 * The object stays readable to the end of this section; only
 		 * a reset or re-route of it (wire_gen) cancels the ACK.
 		 */
-		if (!q->ack_due || !sr_eng_qp_is(e, qp, q))
+		if (!q || !sr_eng_qp_is(e, qp, q) || !q->ack_due)
 			continue;
 		q->ack_due = false;
 		psn = sr_psn_add(q->epsn, SR_PSN_MASK);
 		if (ack_defer(e, qp, q, psn))
 			continue;
-		if (q->dack.valid) { /* this one supersedes a handed one */
+		if (s->dack.valid) { /* this one supersedes a handed one */
 			sr_shm_lock(&qp->wtx_lock);
-			dack_withdraw(qp, q);
+			dack_withdraw(qp, &s->dack);
 			sr_shm_unlock(&qp->wtx_lock);
 		}
 		send_aeth(e, qp, q, resp_tr(qp) | SR_IB_ACK, psn,
@@ -318,8 +323,8 @@ static void read_respond(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 
 			sr_bth_put(h, resp_tr(qp) | op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn,
 				   false, sr_psn_add(psn, i));
-			sr_eng_send(e, qp, qp->sgid, qp->dgid, q->sock, q->sport, h, SR_BTH_LEN,
-				    &iov, 1, chunk);
+			sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn),
+				    sr_eng_sport(e, q->qpn), h, SR_BTH_LEN, &iov, 1, chunk);
 		} else {
 			send_aeth(e, qp, q, resp_tr(qp) | op, sr_psn_add(psn, i),
 				  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, NULL, 0, &iov,
