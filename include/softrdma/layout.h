@@ -62,6 +62,7 @@
 #define SR_DB_SLOTS	    4096	/* engine doorbell queue (power of two) */
 #define SR_UDTX_SLOTS	    64		/* UD datagrams handed to the engine (power of two) */
 #define SR_UDTX_DATA	    (40 + 4096) /* headers (wire/bth.h SR_MAX_HDR_LEN) + MTU */
+#define SR_RXFWD_SLOTS	    32		/* datagrams an application read for the engine */
 
 /* Memory-key table entry.  Readers (any process) validate remote and local
  * accesses against it; the daemon writes it.  `seq` is a seqlock: odd while
@@ -366,6 +367,7 @@ struct sr_qp_shm {
 	alignas(SR_CACHELINE) struct sr_lock wtx_lock;
 	uint32_t wtx_ok, wtx_gen, wtx_spos, wtx_npsn, wtx_room;
 	uint32_t wtx_ack, wtx_ack_psn, wtx_ack_msn, wtx_ack_gen; /* for wire_gen wtx_ack_gen */
+	uint64_t wtx_ack_at; /* when it was handed (ns): the engine's tick sends it late */
 	/* data path, responder side: written by executors delivering to this
 	 * QP (post_recv writes only rq's producer line), on its own line */
 	alignas(SR_CACHELINE) struct sr_lock rq_lock; /* consumers of the RQ (executors, flush) */
@@ -429,7 +431,8 @@ struct sr_arena_hdr {
 	uint64_t srqtab_off;
 	uint64_t mcasttab_off;
 	uint64_t epochtab_off;
-	uint64_t udtxtab_off; /* struct sr_udtx_slot[SR_UDTX_SLOTS] */
+	uint64_t udtxtab_off;  /* struct sr_udtx_slot[SR_UDTX_SLOTS] */
+	uint64_t rxfwdtab_off; /* struct sr_udtx_slot[SR_RXFWD_SLOTS] */
 	uint64_t heap_off;
 	uint64_t heap_size;
 	_Atomic uint64_t reg_seq; /* source of sr_key_entry.reg_seq */
@@ -455,12 +458,34 @@ struct sr_arena_hdr {
 	 * send themselves they count in ud_direct (packets, bytes), which
 	 * `softrdma status` adds to the engine's tx counters */
 	alignas(SR_CACHELINE) _Atomic uint32_t wire_taps;
+	_Atomic uint32_t rx_taps; /* a capture or any fault rule: receive halves read nothing */
 	_Atomic uint64_t ud_direct[2];
 	_Atomic uint64_t wire_direct[2]; /* RC packets posting threads sent (wire_tx.c) */
 	_Atomic uint64_t wire_acks;	 /* ACKs they sent with them (wire_tx.c) */
 	_Atomic uint64_t udtx_full;	 /* queue full: datagram dropped */
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_head;
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_tail;
+	/* The receive half (src/shm/wire_rx.c): a thread polling a CQ of a
+	 * process with wire QPs reads the engine's socket itself and runs the
+	 * engine's code on what it gets.  rx_poll_at: when one last did (ns,
+	 * CLOCK_MONOTONIC; 0: one is going to sleep); while it is recent the
+	 * engine leaves the socket to them.  What only the engine can take
+	 * (QP1's MADs, multicast) they queue on rxfwd (struct sr_udtx_slot:
+	 * qpn holds the UDP source port, paylen the datagram's length); what
+	 * they count they add to app_cnt and app_drops, which `softrdma
+	 * status` adds to the engine's own counters. */
+	alignas(SR_CACHELINE) _Atomic uint64_t rx_poll_at;
+	/* held by whoever reads the socket and processes what it read (the
+	 * engine or a receive half): one reader at a time keeps a QP's
+	 * datagrams in the order they came (UC loses a message to a gap) */
+	struct sr_lock rx_lock;
+	_Atomic uint32_t rx_lent; /* the engine leaves its socket to them now */
+	alignas(SR_CACHELINE) _Atomic uint64_t app_cnt[16]; /* engine.h enum sr_eng_cnt */
+	_Atomic uint64_t app_drops[16];			    /* wire/bth.h enum sr_drop */
+	_Atomic uint64_t rxfwd_full;			    /* queue full: datagram dropped */
+	_Atomic uint64_t app_rx;			    /* datagrams they took off the socket */
+	alignas(SR_CACHELINE) _Atomic uint64_t rxfwd_head;
+	alignas(SR_CACHELINE) _Atomic uint64_t rxfwd_tail;
 };
 
 /*
@@ -499,8 +524,12 @@ static inline uint32_t sr_arena_layout_version(void)
 	    offsetof(struct sr_arena_hdr, epoch),
 	    offsetof(struct sr_arena_hdr, db_ring),
 	    offsetof(struct sr_arena_hdr, udtx_head),
+	    offsetof(struct sr_arena_hdr, rx_poll_at),
+	    offsetof(struct sr_arena_hdr, rxfwd_head),
 	    sizeof(struct sr_udtx_slot),
 	    SR_UDTX_SLOTS,
+	    SR_RXFWD_SLOTS,
+	    offsetof(struct sr_qp_shm, eng_off),
 	    offsetof(struct sr_qp_shm, wire),
 	    SR_DB_SLOTS,
 	    SR_MAX_EPOCH_SLOTS,
@@ -542,6 +571,13 @@ static inline struct sr_qpn_slot *sr_arena_srqtab(void *base)
 {
 	const struct sr_arena_hdr *h = base;
 	return (struct sr_qpn_slot *)((char *)base + h->srqtab_off);
+}
+
+static inline struct sr_udtx_slot *sr_arena_rxfwdtab(void *base)
+{
+	struct sr_arena_hdr *h = (struct sr_arena_hdr *)base;
+
+	return (struct sr_udtx_slot *)((char *)base + h->rxfwdtab_off);
 }
 
 static inline struct sr_udtx_slot *sr_arena_udtxtab(void *base)

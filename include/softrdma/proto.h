@@ -100,6 +100,8 @@ enum sr_op {
 	SR_OP_CLOSE_XRCD, /* handle: EBUSY while SRQs or QPs were made through it */
 	SR_OP_OPEN_QP,	  /* handle: an XRC_RECV QPN; u.open_qp; rep.u.qp as CREATE_QP */
 	SR_OP_CM_JOIN,	  /* u.cm.dst: an IP multicast group; queues MULTICAST_JOIN */
+	SR_OP_WIRE_RX,	  /* fds[0] in the reply: the RoCEv2 engine's receive socket
+			     (shm/wire_rx.c); -ENODEV without an engine */
 	SR_OP_MAX
 };
 

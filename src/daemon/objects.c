@@ -1881,6 +1881,11 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 	case SR_OP_CLOSE_FD:
 		ret = do_destroy(d, c, SR_OBJ_FD, req->handle);
 		break;
+	case SR_OP_WIRE_RX: /* a receive half reads the engine's socket (shm/wire_rx.c) */
+		out_fds[0] = sr_engine_rx_fd();
+		ret = out_fds[0] < 0 ? -ENODEV : 0;
+		nout = ret ? 0 : 1;
+		break;
 	case SR_OP_ALLOC_PD:
 		ret = do_alloc_pd(d, c, &rep);
 		break;

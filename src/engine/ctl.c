@@ -12,6 +12,7 @@
 
 #include "core/idalloc.h"
 #include "core/log.h"
+#include "core/shmlock.h"
 #include "engine/ctl.h"
 #include "engine/engine.h"
 #include "shm/exec.h"
@@ -213,6 +214,7 @@ static void snap(struct sr_engine *e, struct sr_eng_snap *s)
 			s->more_qps++;
 			continue;
 		}
+		sr_shm_lock(&qp->wtx_lock); /* guards q (core.c) */
 		o = &s->qps[s->nqps++];
 		memset(o, 0, sizeof(*o));
 		o->qpn = q->qpn;
@@ -231,7 +233,8 @@ static void snap(struct sr_engine *e, struct sr_eng_snap *s)
 		o->rd_out = q->rd_out;
 		o->retry_left = q->retry_left;
 		o->rnr_left = q->rnr_left;
-		o->retrans = vis_get(e, q->qpn, q->gen);
+		sr_shm_unlock(&qp->wtx_lock);
+		o->retrans = vis_get(e, sl->qpn, sl->gen);
 	}
 }
 

@@ -145,24 +145,43 @@ static inline uint32_t sr_db_pop(struct sr_arena_hdr *h)
 	return (uint32_t)v;
 }
 
-/* The UD transmit queue (struct sr_udtx_slot): a producer's slot to fill,
- * or NULL if the queue is full. */
-static inline struct sr_udtx_slot *sr_udtx_claim(struct sr_arena_hdr *h, uint64_t *pos)
-{
-	struct sr_udtx_slot *tab = sr_arena_udtxtab(h);
+/*
+ * Queues of datagrams in slots (struct sr_udtx_slot), producers anywhere,
+ * the engine the one consumer: udtx, UD datagrams posting threads hand it
+ * to send; rxfwd, datagrams a receiving application hands it (QP1,
+ * multicast: shm/wire_rx.c).
+ */
+struct sr_slotq {
+	struct sr_udtx_slot *tab;
+	_Atomic uint64_t *head, *tail;
+	uint64_t slots;
+};
 
-	if (!sr_mpsc_claim(&h->udtx_head, &tab[0].seq, sizeof(*tab), SR_UDTX_SLOTS, pos))
+static inline struct sr_slotq sr_udtx_q(struct sr_arena_hdr *h)
+{
+	return (struct sr_slotq){sr_arena_udtxtab(h), &h->udtx_head, &h->udtx_tail, SR_UDTX_SLOTS};
+}
+
+static inline struct sr_slotq sr_rxfwd_q(struct sr_arena_hdr *h)
+{
+	return (struct sr_slotq){sr_arena_rxfwdtab(h), &h->rxfwd_head, &h->rxfwd_tail,
+				 SR_RXFWD_SLOTS};
+}
+
+/* A producer's slot to fill, or NULL if the queue is full. */
+static inline struct sr_udtx_slot *sr_slotq_claim(struct sr_slotq q, uint64_t *pos)
+{
+	if (!sr_mpsc_claim(q.head, &q.tab[0].seq, sizeof(*q.tab), q.slots, pos))
 		return NULL;
-	return &tab[*pos & (SR_UDTX_SLOTS - 1)];
+	return &q.tab[*pos & (q.slots - 1)];
 }
 
 /* The engine: the k-th slot after the queue's tail if it is published (and
  * so are the k before it, which the caller has looked at), or NULL. */
-static inline struct sr_udtx_slot *sr_udtx_at(struct sr_arena_hdr *h, uint64_t k)
+static inline struct sr_udtx_slot *sr_slotq_at(struct sr_slotq q, uint64_t k)
 {
-	struct sr_udtx_slot *tab = sr_arena_udtxtab(h);
-	uint64_t pos = atomic_load_explicit(&h->udtx_tail, memory_order_relaxed) + k;
-	struct sr_udtx_slot *t = &tab[pos & (SR_UDTX_SLOTS - 1)];
+	uint64_t pos = atomic_load_explicit(q.tail, memory_order_relaxed) + k;
+	struct sr_udtx_slot *t = &q.tab[pos & (q.slots - 1)];
 
 	return (uint32_t)(atomic_load_explicit(&t->seq, memory_order_acquire) >> 32) ==
 		       (uint32_t)(pos + 1)
@@ -170,18 +189,33 @@ static inline struct sr_udtx_slot *sr_udtx_at(struct sr_arena_hdr *h, uint64_t k
 		   : NULL;
 }
 
+/* The engine is done with the slot at the tail. */
+static inline void sr_slotq_release(struct sr_slotq q)
+{
+	struct sr_udtx_slot *t = sr_slotq_at(q, 0);
+
+	if (t)
+		sr_mpsc_release(q.tail, &t->seq, q.slots);
+}
+
+static inline struct sr_udtx_slot *sr_udtx_claim(struct sr_arena_hdr *h, uint64_t *pos)
+{
+	return sr_slotq_claim(sr_udtx_q(h), pos);
+}
+
+static inline struct sr_udtx_slot *sr_udtx_at(struct sr_arena_hdr *h, uint64_t k)
+{
+	return sr_slotq_at(sr_udtx_q(h), k);
+}
+
 static inline struct sr_udtx_slot *sr_udtx_peek(struct sr_arena_hdr *h)
 {
 	return sr_udtx_at(h, 0);
 }
 
-/* The engine is done with the slot at the tail. */
 static inline void sr_udtx_release(struct sr_arena_hdr *h)
 {
-	struct sr_udtx_slot *t = sr_udtx_peek(h);
-
-	if (t)
-		sr_mpsc_release(&h->udtx_tail, &t->seq, SR_UDTX_SLOTS);
+	sr_slotq_release(sr_udtx_q(h));
 }
 
 static inline bool sr_db_empty(struct sr_arena_hdr *h)
@@ -191,7 +225,8 @@ static inline bool sr_db_empty(struct sr_arena_hdr *h)
 	    atomic_load_explicit(&h->db_ring[pos & (SR_DB_SLOTS - 1)], memory_order_acquire);
 
 	return (uint32_t)(v >> 32) != (uint32_t)(pos + 1) &&
-	       !atomic_load_explicit(&h->db_overflow, memory_order_acquire) && !sr_udtx_peek(h);
+	       !atomic_load_explicit(&h->db_overflow, memory_order_acquire) && !sr_udtx_peek(h) &&
+	       !sr_slotq_at(sr_rxfwd_q(h), 0);
 }
 
 #endif

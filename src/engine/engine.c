@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/shmlock.h"
 #include "engine/ctl.h"
 #include "engine/doorbell.h"
 #include "engine/fault.h"
@@ -42,88 +43,7 @@
 #include "wire/icrc.h"
 #include "wire/udp.h"
 
-/* ---- per-QP engine state ---- */
-
-static struct sr_eng_slot *slot_at(const struct sr_engine *e, uint32_t qpn)
-{
-	return e->slots[sr_qpn_index(qpn) % SR_MAX_QPS];
-}
-
-bool sr_eng_qp_is(const struct sr_engine *e, const struct sr_qp_shm *qp, const struct sr_eng_qp *q)
-{
-	const struct sr_eng_slot *s = slot_at(e, qp->qpn);
-	uint64_t off = (uint64_t)((const char *)qp - (const char *)e->arena);
-
-	return s && s->q == q && s->qpn == qp->qpn && s->off == off &&
-	       s->gen == atomic_load_explicit(&qp->wire_gen, memory_order_acquire) &&
-	       s->st_off == qp->eng_off && s->cnt == qp->sq.wqe_cnt;
-}
-
-struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
-{
-	uint32_t idx = sr_qpn_index(qp->qpn) % SR_MAX_QPS;
-	uint64_t off = (uint64_t)((char *)qp - (char *)e->arena);
-	uint32_t gen = atomic_load_explicit(&qp->wire_gen, memory_order_acquire);
-	uint64_t st_off = qp->eng_off;
-	uint32_t cnt = qp->sq.wqe_cnt;
-	struct sr_eng_slot *s = e->slots[idx];
-	struct sr_eng_qp *q;
-
-	if (s && s->q && sr_eng_qp_is(e, qp, s->q))
-		return s->q;
-	/* the chunk must be one the daemon could have given: inside the
-	 * arena, after its header, whole (any process of the user can write
-	 * the QP object) */
-	if (!st_off || !cnt || (cnt & (cnt - 1)) || cnt > SR_MAX_QP_WR * 2 ||
-	    st_off < sizeof(struct sr_arena_hdr) || st_off % 8 ||
-	    st_off + sr_eng_state_size(cnt) > e->ctx->arena_size)
-		return NULL;
-	if (!s) {
-		s = calloc(1, sizeof(*s));
-		if (!s)
-			return NULL;
-		e->slots[idx] = s;
-	}
-	/* a new QP in this slot, or this one reset or re-routed: start over
-	 * (the slot's list links stay: the walks drop what no longer is) */
-	q = sr_arena_at(e->arena, st_off);
-	memset(q, 0, sr_eng_state_size(cnt));
-	q->qpn = qp->qpn;
-	q->gen = gen;
-	q->swqe_cnt = cnt;
-	q->cur_op = 0xff;
-	s->q = q;
-	s->qpn = qp->qpn;
-	s->gen = gen;
-	s->cnt = cnt;
-	s->off = off;
-	s->st_off = st_off;
-	return q;
-}
-
-void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q)
-{
-	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
-
-	if (s->active)
-		return;
-	s->active = true;
-	s->next_active = e->active;
-	e->active = s;
-}
-
-/* ---- posting threads' sending (req.c sr_eng_req_grant) ---- */
-
-void sr_eng_grant_later(struct sr_engine *e, struct sr_eng_qp *q)
-{
-	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
-
-	if (s->grant_pending)
-		return;
-	s->grant_pending = true;
-	s->next_pending = e->pending;
-	e->pending = s;
-}
+/* ---- the engine's lists of QPs ---- */
 
 /* The QP slot s stands for now and its state, or NULL if it is gone or
  * was reset or re-routed since s was linked. */
@@ -159,7 +79,7 @@ static void grant_turn(struct sr_engine *e)
 		e->pending = s->next_pending;
 		s->grant_pending = false;
 		qp = qp_of(e, s, &q);
-		if (qp && qp->wire && sr_eng_req_grant(e, qp, q, true))
+		if (qp && qp->wire && sr_eng_req_grant(e, qp, q, false))
 			granted_add(e, s);
 	}
 }
@@ -177,10 +97,8 @@ static void grant_tick(struct sr_engine *e)
 		struct sr_eng_slot *s = *pp;
 		struct sr_eng_qp *q = NULL;
 		struct sr_qp_shm *qp = qp_of(e, s, &q);
-		bool keep = qp && qp->wire &&
-			    (e->now - q->direct_at < SR_ENG_GRANT_IDLE_NS || q->una != q->npsn);
 
-		if (qp && sr_eng_req_grant(e, qp, q, keep)) {
+		if (qp && sr_eng_req_grant(e, qp, q, true)) {
 			pp = &s->next_granted;
 			continue;
 		}
@@ -190,168 +108,32 @@ static void grant_tick(struct sr_engine *e)
 	e->grant_tick = e->granted ? e->now + SR_ENG_GRANT_TICK_NS : 0;
 }
 
-/* ---- transmit ---- */
-
-void sr_eng_flush_tx(struct sr_engine *e)
-{
-	struct sr_udp_sender *s = &e->sender;
-	unsigned i = 0;
-
-	while (i < e->ntx) {
-		unsigned n = 1;
-
-		/* one sr_udp_send per run of packets on the same socket */
-		while (i + n < e->ntx && e->txsock[i + n] == e->txsock[i])
-			n++;
-		sr_udp_send(s, e->txsock[i], e->tx + i, n);
-		i += n;
-	}
-	e->ntx = 0;
-	atomic_store_explicit(&e->cnt[SR_ENG_GSO_SENDS], s->gso_sends, memory_order_relaxed);
-	atomic_store_explicit(&e->cnt[SR_ENG_GSO_DGRAMS], s->gso_segs, memory_order_relaxed);
-}
-
-void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t *sgid,
-		 const uint8_t *dgid, int sock, uint16_t sport, const uint8_t *hdr, unsigned hlen,
-		 const struct iovec *pay, unsigned npay, uint32_t paylen)
-{
-	(void)qp;
-	if (e->ntx == SR_ENG_TX_BATCH)
-		sr_eng_flush_tx(e);
-	e->txsock[e->ntx] = sock;
-	sr_udp_build(&e->tx[e->ntx], sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
-	sr_eng_count(&e->cnt[SR_ENG_TX_PKTS], 1);
-	sr_eng_count(&e->cnt[SR_ENG_TX_BYTES], paylen);
-	if (e->fault || e->trace) /* fault.h: drop, dup, hold, corrupt; capture */
-		sr_eng_tx_tap(e, sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
-	else
-		e->ntx++;
-}
-
 /* ---- receive ---- */
-
-struct rx_slot {
-	uint8_t buf[SR_ENG_RX_BUF];
-	struct sockaddr_in6 src;
-	union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) +
-			 CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov;
-};
-
-static bool rx_dst_gid(struct msghdr *mh, uint8_t *dgid)
-{
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
-			struct in_pktinfo pi;
-
-			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
-			memset(dgid, 0, 10);
-			dgid[10] = dgid[11] = 0xff;
-			memcpy(dgid + 12, &pi.ipi_addr, 4);
-			return true;
-		}
-		if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO) {
-			struct in6_pktinfo pi;
-
-			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
-			memcpy(dgid, &pi.ipi6_addr, 16);
-			return true;
-		}
-	}
-	return false;
-}
 
 static void drop(struct sr_engine *e, enum sr_drop why)
 {
 	sr_eng_count(&e->drops[why], 1);
 }
 
-/* Which transport an opcode belongs to must be the QP's (C9-xx).  XRC's
- * two halves are two QPs (A14): requests go to an XRC_RECV QP, responses
- * to the XRC_SEND QP that asked. */
-static bool opcode_fits(uint8_t opcode, uint32_t type)
-{
-	switch (opcode & 0xe0) {
-	case SR_TR_XRC:
-		return type == (sr_opcode_info[opcode].flags & SR_OPF_REQ ? IBV_QPT_XRC_RECV
-									  : IBV_QPT_XRC_SEND);
-	case SR_TR_RC:
-		return type == IBV_QPT_RC;
-	case SR_TR_UC:
-		return type == IBV_QPT_UC;
-	case SR_TR_UD:
-		return type == IBV_QPT_UD;
-	default:
-		return false;
-	}
-}
-
 static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
 		   const uint8_t *dgid, uint16_t sport)
 {
 	struct sr_pkt p;
-	struct sr_qp_shm *qp;
-	struct sr_eng_qp *q;
-	struct iovec iov = {(void *)buf, len - SR_ICRC_LEN};
-	enum sr_drop why = sr_pkt_parse(buf, len, &p);
 
-	if (why) {
-		drop(e, why);
+	if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
 		return;
-	}
-	/* identification 0, or 1..63: segments of a GSO send (udp.h) */
-	if (!sr_icrc_ok_upto(sgid, dgid, sport, SR_ROCE_PORT, &iov, 1, buf + len - SR_ICRC_LEN,
-			     SR_UDP_GSO_SEGS - 1)) {
-		drop(e, SR_DROP_ICRC);
-		return;
-	}
-	sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], 1);
-	sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], p.paylen);
 	if (p.bth.dqpn == 1) { /* QP1: a MAD for the daemon's CM agent (gsi.c) */
 		sr_eng_gsi_rx(e, &p, sgid, dgid);
 		return;
 	}
 	if (p.bth.dqpn == SR_QPN_MCAST) {
-		if (!opcode_fits(p.bth.opcode, IBV_QPT_UD))
+		if (!sr_eng_opcode_fits(p.bth.opcode, IBV_QPT_UD))
 			drop(e, SR_DROP_TRANSPORT);
 		else
 			sr_eng_mcast_rx(e, &p, sgid, dgid);
 		return;
 	}
-	qp = sr_exec_qp_lookup(e->ctx, p.bth.dqpn);
-	if (!qp) {
-		drop(e, SR_DROP_QPN);
-		return;
-	}
-	if (!opcode_fits(p.bth.opcode, qp->type)) {
-		drop(e, SR_DROP_TRANSPORT);
-		return;
-	}
-	if (p.bth.pkey != SR_DEFAULT_PKEY && p.bth.pkey != 0x7fff) {
-		drop(e, SR_DROP_PKEY); /* one partition: the default (C9-42) */
-		return;
-	}
-	if (qp->type == IBV_QPT_UD) {
-		sr_eng_resp_ud(e, qp, &p, sgid, dgid);
-		return;
-	}
-	/* RC/UC/XRC: only from the peer the QP is connected to, over the wire */
-	if (!qp->wire || memcmp(qp->dgid, sgid, 16) || memcmp(qp->sgid, dgid, 16)) {
-		drop(e, SR_DROP_SRC);
-		return;
-	}
-	q = sr_eng_qp_get(e, qp);
-	if (!q) {
-		drop(e, SR_DROP_STATE); /* no state chunk: not a QP the daemon made */
-		return;
-	}
-	if (p.op->flags & SR_OPF_REQ)
-		sr_eng_resp_rx(e, qp, q, &p, sgid, dgid);
-	else
-		sr_eng_comp_rx(e, qp, q, &p);
+	sr_eng_rx_unicast(e, &p, sgid, dgid);
 }
 
 void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
@@ -364,68 +146,46 @@ void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 	if (len >= SR_BTH_LEN &&
 	    atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed) != r0) {
 		uint32_t dqpn = (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7];
-		struct sr_eng_slot *s = slot_at(e, dqpn);
+		struct sr_eng_slot *s = sr_eng_slot_at(e, dqpn);
 
 		if (s && s->q && s->qpn == dqpn)
 			sr_eng_vis_retrans(e, s->qpn, s->gen, r0);
 	}
 }
 
-static struct rx_slot *rx_slots;
+static struct sr_eng_rxbuf *rx_slots;
+
+/* A datagram off the socket: through the receive taps, then processed. */
+static void rx_tapped(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		      const uint8_t *dgid, uint16_t sport)
+{
+	unsigned times = 1;
+
+	if (e->fault || e->trace) /* capture, then drop, dup, hold, corrupt */
+		times = sr_eng_rx_tap(e, buf, len, sgid, dgid, sport);
+	while (times--)
+		sr_eng_rx_one(e, buf, len, sgid, dgid, sport);
+}
 
 /* Takes what the socket holds, up to a batch: true if it took any; *more
  * says whether the socket may hold more (a full batch). */
 static bool rx_batch(struct sr_engine *e, bool *more)
 {
-	struct mmsghdr mm[SR_ENG_RX_BATCH];
+	struct sr_arena_hdr *h = e->arena;
 	int n;
 
-	for (int i = 0; i < SR_ENG_RX_BATCH; i++) {
-		struct rx_slot *s = &rx_slots[i];
-
-		s->iov = (struct iovec){s->buf, sizeof(s->buf)};
-		mm[i].msg_hdr = (struct msghdr){.msg_name = &s->src,
-						.msg_namelen = sizeof(s->src),
-						.msg_iov = &s->iov,
-						.msg_iovlen = 1,
-						.msg_control = s->ctl.buf,
-						.msg_controllen = sizeof(s->ctl.buf)};
+	/* one reader at a time: receive halves read it too (rx_lock) */
+	sr_shm_lock(&h->rx_lock);
+	n = sr_eng_rx_read(e, e->rx_sock, rx_slots, SR_ENG_RX_BATCH, rx_tapped);
+	if (n > 0) {
+		sr_eng_resp_acks(e);
+		/* its answers leave before a later reader's (READ responses
+		 * out of order would be asked for again) */
+		sr_eng_flush_tx(e);
 	}
-	n = recvmmsg(e->rx_sock, mm, SR_ENG_RX_BATCH, MSG_DONTWAIT, NULL);
+	sr_shm_unlock(&h->rx_lock);
 	*more = n == SR_ENG_RX_BATCH;
-	if (n <= 0)
-		return false;
-	for (int i = 0; i < n; i++) {
-		struct rx_slot *s = &rx_slots[i];
-		uint8_t dgid[16];
-
-		if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || !rx_dst_gid(&mm[i].msg_hdr, dgid)) {
-			drop(e, SR_DROP_SHORT);
-			continue;
-		}
-		const uint8_t *sgid = (const uint8_t *)&s->src.sin6_addr;
-		uint16_t sport = ntohs(s->src.sin6_port);
-		uint32_t len = mm[i].msg_len, seg = sr_udp_gro_size(&mm[i].msg_hdr);
-
-		if (!seg || seg > len)
-			seg = len;
-		if (seg < len) {
-			sr_eng_count(&e->cnt[SR_ENG_GRO_RECVS], 1);
-			sr_eng_count(&e->cnt[SR_ENG_GRO_DGRAMS], (len + seg - 1) / seg);
-		}
-		/* a GRO buffer holds datagrams of seg bytes, the last may be shorter */
-		for (uint32_t off = 0; off < len; off += seg) {
-			uint32_t l = len - off < seg ? len - off : seg;
-			unsigned times = 1;
-
-			if (e->fault || e->trace) /* capture, then drop, dup, hold, corrupt */
-				times = sr_eng_rx_tap(e, s->buf + off, l, sgid, dgid, sport);
-			while (times--)
-				sr_eng_rx_one(e, s->buf + off, l, sgid, dgid, sport);
-		}
-	}
-	sr_eng_resp_acks(e);
-	return true;
+	return n > 0;
 }
 
 /* ---- the loop ---- */
@@ -504,7 +264,64 @@ static void run_udtx(struct sr_engine *e)
 		sr_udtx_release(h);
 }
 
+/*
+ * Datagrams a receive half read but only the engine takes (QP1's MADs,
+ * multicast: shm/wire_rx.c), processed as if from the socket.
+ */
+static void run_rxfwd(struct sr_engine *e)
+{
+	struct sr_slotq fq = sr_rxfwd_q(e->arena);
+	struct sr_udtx_slot *t;
+
+	while ((t = sr_slotq_at(fq, 0))) {
+		uint32_t len = t->paylen; /* the arena is the user's */
+
+		if (len <= SR_UDTX_DATA)
+			rx_tapped(e, t->data, len, t->sgid, t->dgid, (uint16_t)t->qpn);
+		sr_slotq_release(fq);
+	}
+}
+
+/*
+ * Whether the socket is left to receive halves (shm/wire_rx.c): while a
+ * thread of an application polled a CQ within SR_ENG_RX_LEND_NS (it reads
+ * the socket then, and runs this code on what it gets), the engine takes
+ * the socket out of its epoll set, so that their datagrams do not wake
+ * it, and looks again every SR_ENG_RX_RECHECK_NS: a poller that stops
+ * (blocks, is stopped, exits) has its datagrams taken by the engine
+ * within that.  A thread that is about to block clears rx_poll_at and
+ * wakes the engine (sr_wire_rx_sleep).  Never while taps are on.
+ */
+static bool rx_lend(struct sr_engine *e, bool *lent)
+{
+	struct sr_arena_hdr *h = e->arena;
+	uint64_t at = atomic_load_explicit(&h->rx_poll_at, memory_order_relaxed);
+	bool lend = at && (int64_t)(e->now - at) < SR_ENG_RX_LEND_NS && !e->fault && !e->trace;
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = e->rx_sock};
+
+	if (lend == *lent)
+		return lend;
+	if (epoll_ctl(e->ep_fd, lend ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, e->rx_sock, &ev))
+		return *lent;
+	*lent = lend;
+	atomic_store_explicit(&h->rx_lent, lend, memory_order_relaxed);
+	return lend;
+}
+
 /* Runs due timers; returns the earliest deadline still pending (0: none). */
+/* q's next timer (0: none), read under the lock that guards it; what the
+ * engine will look at is noted there for receive halves (eng_due). */
+static uint64_t deadline_of(struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	uint64_t d;
+
+	sr_shm_lock(&qp->wtx_lock);
+	d = q->deadline;
+	q->eng_due = d;
+	sr_shm_unlock(&qp->wtx_lock);
+	return d;
+}
+
 static uint64_t run_timers(struct sr_engine *e)
 {
 	struct sr_eng_slot **pp = &e->active;
@@ -514,26 +331,23 @@ static uint64_t run_timers(struct sr_engine *e)
 		struct sr_eng_slot *s = *pp;
 		struct sr_eng_qp *q = NULL;
 		struct sr_qp_shm *qp = qp_of(e, s, &q);
+		uint64_t d = qp ? deadline_of(qp, q) : 0;
 
-		if (!qp || !q->deadline) {
-			*pp = s->next_active;
-			s->active = false;
-			continue;
-		}
-		if (q->deadline <= e->now) {
+		if (d && d <= e->now) {
 			uint64_t r0 =
 			    atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed);
 
 			sr_eng_req_timer(e, qp, q);
 			sr_eng_vis_retrans(e, s->qpn, s->gen, r0);
+			d = deadline_of(qp, q);
 		}
-		if (!q->deadline) {
+		if (!d) {
 			*pp = s->next_active;
 			s->active = false;
 			continue;
 		}
-		if (!next || q->deadline < next)
-			next = q->deadline;
+		if (!next || d < next)
+			next = d;
 		pp = &s->next_active;
 	}
 	return next;
@@ -572,7 +386,7 @@ static void *engine_main(void *arg)
 	/* whether the socket may hold datagrams: not after a look that found
 	 * none, or a wake-up for something else (a doorbell, a MAD to send, a
 	 * timer), which then costs no recvmmsg that finds nothing */
-	bool rx_ready = true;
+	bool rx_ready = true, rx_lent = false;
 
 	short_slice();
 	while (!engine_stop) {
@@ -586,9 +400,11 @@ static void *engine_main(void *arg)
 		atomic_store_explicit(&h->wire_taps,
 				      e->trace || (e->fault && sr_fault_tx_on(e->fault)),
 				      memory_order_relaxed);
+		atomic_store_explicit(&h->rx_taps, e->trace || e->fault, memory_order_relaxed);
 		e->now = now_ns();
 		run_doorbells(e);
 		run_udtx(e);
+		run_rxfwd(e);
 		sr_eng_gsi_turn(e); /* the CM agent's MADs (gsi.c) */
 		busy = rx_ready && rx_batch(e, &rx_ready);
 		e->now = now_ns();
@@ -619,6 +435,14 @@ static void *engine_main(void *arg)
 							       memory_order_relaxed) != tx0))) {
 			rx_ready = true;
 			continue;
+		}
+		/* (taken back, the socket is in the set again: a datagram that
+		 * came meanwhile ends the sleep at once) */
+		if (rx_lend(e, &rx_lent)) {
+			uint64_t t = e->now + SR_ENG_RX_RECHECK_NS;
+
+			if (!next || t < next)
+				next = t;
 		}
 		atomic_store_explicit(&h->engine_sleeping, 1, memory_order_relaxed);
 		/* pairs with sr_db_ring's fence after it queued */
@@ -653,6 +477,15 @@ static void *engine_main(void *arg)
 
 static struct sr_engine *_Atomic engine_for_status;
 
+static_assert(SR_ENG_CNT_MAX <= 16 && SR_DROP_MAX <= 16, "sr_arena_hdr.app_cnt, app_drops");
+
+int sr_engine_rx_fd(void)
+{
+	struct sr_engine *e = engine_for_status;
+
+	return e ? e->rx_sock : -1;
+}
+
 void sr_engine_status(char *buf, size_t len)
 {
 	static const char *const name[SR_ENG_CNT_MAX] = {
@@ -669,7 +502,8 @@ void sr_engine_status(char *buf, size_t len)
 	h = e->arena;
 	n += (size_t)snprintf(buf + n, len - n, "  roce v2 (udp %d):", SR_ROCE_PORT);
 	for (int i = 0; i < SR_ENG_CNT_MAX && n < len; i++) {
-		uint64_t v = atomic_load_explicit(&e->cnt[i], memory_order_relaxed);
+		uint64_t v = atomic_load_explicit(&e->cnt[i], memory_order_relaxed) +
+			     atomic_load_explicit(&h->app_cnt[i], memory_order_relaxed);
 
 		/* UD datagrams and RC packets that posting threads sent themselves */
 		if (i == SR_ENG_TX_PKTS || i == SR_ENG_TX_BYTES)
@@ -691,12 +525,19 @@ void sr_engine_status(char *buf, size_t len)
 		    (unsigned long long)atomic_load_explicit(&h->wire_acks, memory_order_relaxed));
 	if (n < len)
 		n += (size_t)snprintf(
+		    buf + n, len - n, " rx_by_apps %llu rx_handed_full %llu",
+		    (unsigned long long)atomic_load_explicit(&h->app_rx, memory_order_relaxed),
+		    (unsigned long long)atomic_load_explicit(&h->rxfwd_full, memory_order_relaxed));
+	if (n < len)
+		n += (size_t)snprintf(
 		    buf + n, len - n, " ud_queue_full %llu",
 		    (unsigned long long)atomic_load_explicit(&h->udtx_full, memory_order_relaxed));
 	for (int i = 1; i < SR_DROP_MAX && n < len; i++)
 		n += (size_t)snprintf(
 		    buf + n, len - n, " drop_%s %llu", sr_drop_name[i],
-		    (unsigned long long)atomic_load_explicit(&e->drops[i], memory_order_relaxed));
+		    (unsigned long long)(atomic_load_explicit(&e->drops[i], memory_order_relaxed) +
+					 atomic_load_explicit(&h->app_drops[i],
+							      memory_order_relaxed)));
 	if (n < len)
 		snprintf(buf + n, len - n, "\n");
 }
@@ -812,6 +653,7 @@ int sr_engine_start(int sock)
 		return ret;
 	e->rx_sock = sock;
 	e->dack_ns = sr_eng_dack_ns();
+	e->tx_tap = sr_eng_tx_tap;
 	ret = pthread_create(&engine_thread, NULL, engine_start_thread, e);
 	if (ret)
 		return -ret;
@@ -837,6 +679,7 @@ struct sr_engine *sr_engine_attach(int sock)
 	for (int i = 0; i < SR_ENG_SOCKS; i++)
 		e->socks[i] = -1; /* whatever it sends goes nowhere (EBADF) */
 	e->dack_ns = sr_eng_dack_ns();
+	e->tx_tap = sr_eng_tx_tap;
 	e->now = now_ns();
 	return e;
 }

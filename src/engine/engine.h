@@ -14,9 +14,12 @@
  * its own daemon like any process, so it reaches every QP, CQ and MR of the
  * host through the arena and the key table.  Posting processes ring its
  * doorbell (doorbell.h); packets arrive on its UDP socket (port 4791).  The
- * reasons, and the measurements behind them, are in docs/architecture.md
- * ("Cross-host path").  All engine state below is private to that thread:
- * no locks, except the arena's own when it completes work.
+ * per-packet code (core.c, req.c, resp.c) also runs in applications' polling
+ * threads (shm/wire_rx.c, "the receive half"): a QP's transport state
+ * (struct sr_eng_qp) is in the arena under its wtx_lock, and each thread
+ * keeps its own lists in a struct sr_engine of its own.  The reasons, and
+ * the measurements behind them, are in docs/architecture.md ("Cross-host
+ * path").
  */
 #ifndef SR_ENGINE_ENGINE_H
 #define SR_ENGINE_ENGINE_H
@@ -63,6 +66,11 @@ struct sr_pcap;
 #define SR_ENG_DACK_RECENT_NS 1000000
 #define SR_ENG_DACK_NS	      50000
 #define SR_ENG_DACK_MAX_US    1000
+/* The receive half (shm/wire_rx.c, engine.c rx_lend): an application
+ * thread that polled a CQ this recently reads the socket itself; the
+ * engine looks again this often while one does. */
+#define SR_ENG_RX_LEND_NS    200000
+#define SR_ENG_RX_RECHECK_NS 300000
 
 /* Port counters of the engine (`softrdma status`). */
 enum sr_eng_cnt {
@@ -122,6 +130,14 @@ struct sr_eng_qp {
 	uint64_t direct_quiet_until;
 	/* a posting thread last sent one of its WQEs (absorbed then) */
 	uint64_t direct_sent_at;
+	/* what the engine thread does about this QP, for a receive half that
+	 * ran the code meanwhile (shm/wire_rx.c) to tell whether it must ring
+	 * the doorbell: the timer the engine will look at (0: none), whether
+	 * it holds a grant for posting threads; and the requester has
+	 * something to send, which only the engine sends */
+	uint64_t eng_due;
+	bool eng_granted;
+	bool run_wanted;
 
 	/* requester */
 	bool req_init;
@@ -148,6 +164,7 @@ struct sr_eng_qp {
 	uint32_t msn;	  /* messages completed */
 	bool nak_sent;	  /* a sequence-error NAK for epsn is out */
 	bool ack_due;	  /* an ACK is owed for epsn - 1 */
+	bool ack_send;	  /* ... for a SEND (not a WRITE) */
 	uint8_t cur_op;	  /* message in progress: its first opcode's operation, or 0xff */
 	uint64_t cur_off; /* bytes of it placed */
 	uint64_t wr_va;	  /* WRITE: target address of the next byte */
@@ -211,6 +228,10 @@ struct sr_eng_slot {
 
 struct sr_engine {
 	struct sr_context *ctx;
+	/* a receive half in an application (shm/wire_rx.c), not the engine
+	 * thread: it answers requests and completes WQEs, but leaves sending
+	 * requests, timers and grants' upkeep to the engine */
+	bool app;
 	void *arena;
 	int rx_sock;
 	int socks[SR_ENG_SOCKS];
@@ -234,8 +255,11 @@ struct sr_engine {
 	_Atomic uint64_t cnt[SR_ENG_CNT_MAX];
 	_Atomic uint64_t drops[SR_DROP_MAX];
 	/* fault injection and capture (fault.h, ctl.h): engine thread only */
-	struct sr_fault *fault; /* NULL: never set */
-	struct sr_pcap *trace;	/* NULL: no capture */
+	void (*tx_tap)(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid,
+		       uint16_t sport, const uint8_t *hdr, unsigned hlen, const struct iovec *pay,
+		       unsigned npay, uint32_t paylen); /* sr_eng_tx_tap */
+	struct sr_fault *fault;				/* NULL: never set */
+	struct sr_pcap *trace;				/* NULL: no capture */
 	uint64_t trace_pkts;
 	int trace_err;
 	void *vis; /* per-QP retransmission counts (ctl.c) */
@@ -251,11 +275,16 @@ static inline void sr_eng_count(_Atomic uint64_t *c, uint64_t n)
 /* qp's transport state, started over if qp was reset or re-routed since;
  * NULL if it has none (not a connected QP, or its chunk is not sound). */
 struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp);
-/* The private record of q's slot (q came from sr_eng_qp_get). */
+/* This thread's record of QPN's slot (NULL: never used). */
+static inline struct sr_eng_slot *sr_eng_slot_at(const struct sr_engine *e, uint32_t qpn)
+{
+	return e->slots[sr_qpn_index(qpn) % SR_MAX_QPS];
+}
+/* The record of q's slot (q came from sr_eng_qp_get). */
 static inline struct sr_eng_slot *sr_eng_slot_of(const struct sr_engine *e,
 						 const struct sr_eng_qp *q)
 {
-	return e->slots[sr_qpn_index(q->qpn) % SR_MAX_QPS];
+	return sr_eng_slot_at(e, q->qpn);
 }
 /* The socket and UDP source port a QP sends from (its pool socket). */
 static inline int sr_eng_sock(const struct sr_engine *e, uint32_t qpn)
@@ -278,6 +307,34 @@ void sr_eng_flush_tx(struct sr_engine *e);
 void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
 		   const uint8_t *dgid, uint16_t sport);
 
+/* core.c: what any thread that maps the arena may run (see there) */
+/* One receive buffer: a GRO buffer of datagrams, their source and cmsgs. */
+struct sr_eng_rxbuf {
+	uint8_t buf[SR_ENG_RX_BUF];
+	struct sockaddr_in6 src;
+	union {
+		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) +
+			 CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov;
+};
+typedef void (*sr_eng_rx_fn)(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
+			     const uint8_t *dgid, uint16_t sport);
+/* Reads what sock holds (MSG_DONTWAIT) into up to nb buffers and hands
+ * every datagram (a GRO buffer split) to fn; buffers filled, 0 if none,
+ * or -errno. */
+int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsigned nb,
+		   sr_eng_rx_fn fn);
+/* Whether an opcode is of the QP type's transport (C9-xx, A14). */
+bool sr_eng_opcode_fits(uint8_t opcode, uint32_t type);
+/* Parses a datagram and checks its ICRC into *p: false if dropped (counted). */
+bool sr_eng_rx_parse(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		     const uint8_t *dgid, uint16_t sport, struct sr_pkt *p);
+/* A parsed datagram for a QP of this host (not QP1, not multicast). */
+void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
+		       const uint8_t *dgid);
+
 /* req.c: the requester and completer of RC, UC and XRC_SEND */
 void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
 void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
@@ -288,8 +345,10 @@ void sr_eng_comp_retire(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 /* A timer of q expired (retransmit or end of an RNR wait). */
 void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
 /* Takes in what posting threads sent, then says whether they may send the
- * next WQEs themselves (keep false: they may not); true if they may. */
-bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool keep);
+ * next WQEs themselves; true if they may.  tick: the periodic look, which
+ * returns whether the engine keeps looking (false for a QP idle for
+ * SR_ENG_GRANT_IDLE_NS). */
+bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool tick);
 /* engine.c: q's grant is decided at the end of this turn, once the
  * engine's own packets are sent. */
 void sr_eng_grant_later(struct sr_engine *e, struct sr_eng_qp *q);
@@ -306,6 +365,9 @@ void sr_eng_resp_acks(struct sr_engine *e);
 uint64_t sr_eng_dack_ns(void);
 /* Sends the handed ACKs whose time has come; the next such time, or 0. */
 uint64_t sr_eng_resp_dacks(struct sr_engine *e);
+/* wtx_lock held, at the engine's grant tick: an ACK a receive half
+ * handed to q's next request that has waited dack_ns goes now. */
+void sr_eng_resp_handed_tick(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
 /* With the QP's wtx_lock held, before the engine sends requests of q:
  * the ACK waiting for them goes first, from the engine. */
 void sr_eng_resp_dack_take(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
@@ -345,6 +407,8 @@ uint64_t sr_engine_gsi_dropped(void);
 /* The daemon's side: starts the engine thread (its context connected to
  * the daemon through `sock`), or returns -errno. */
 int sr_engine_start(int sock);
+/* The engine's receive socket (receive halves get it, SR_OP_WIRE_RX), or -1. */
+int sr_engine_rx_fd(void);
 /* Appends the engine's port counters to buf as one line (none: nothing). */
 void sr_engine_status(char *buf, size_t len);
 /* The first QP of this host joined MGID (join) or the last one left it:

@@ -319,6 +319,18 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	uint32_t win = q->recovering ? 1 : SR_ENG_WINDOW;
 	bool sent = false;
 
+	if (e->app) {
+		/* a receive half sends no requests: what is left to send
+		 * (new WQEs, a rewind, a flush) is the engine's, rung after
+		 * the batch (shm/wire_rx.c) */
+		if (state == IBV_QPS_ERR || (state == IBV_QPS_RTS && q->req_init && !q->rnr_wait &&
+					     (q->spos != head || q->soff || q->spos != q->hspos))) {
+			q->run_wanted = true;
+			sr_eng_activate(e, q);
+		}
+		return;
+	}
+	q->run_wanted = false;
 	if (state == IBV_QPS_ERR) {
 		flush_err(e, qp, q);
 		return;
@@ -902,11 +914,13 @@ static void req_enter(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 
 static void req_leave(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
-	sr_shm_unlock(&qp->wtx_lock);
+	if (q->deadline) /* armed by whoever held the lock: the timer walk's */
+		sr_eng_activate(e, q);
 	if (direct_on() && qp->type == IBV_QPT_RC) {
 		q->direct_at = e->now;
 		sr_eng_grant_later(e, q);
 	}
+	sr_shm_unlock(&qp->wtx_lock);
 }
 
 void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
@@ -931,29 +945,46 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	req_leave(e, qp, q);
 }
 
-bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool keep)
+bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool tick)
 {
 	const struct sr_arena_hdr *h = e->arena;
 	uint32_t out;
-	bool ok;
+	bool ok, keep, stay;
 
 	sr_shm_lock(&qp->wtx_lock);
+	/* the tick withdraws the grant of a QP idle for SR_ENG_GRANT_IDLE_NS */
+	keep = !tick || e->now - q->direct_at < SR_ENG_GRANT_IDLE_NS || q->una != q->npsn;
 	absorb(e, qp, q);
+	if (tick && !e->app)
+		sr_eng_resp_handed_tick(e, qp, q);
+	if (q->deadline)
+		sr_eng_activate(e, q);
 	out = (uint32_t)sr_psn_diff(q->npsn, q->una);
 	/* only an idle requester: a posting thread sends one packet per
 	 * syscall, the engine many (GSO, sendmmsg), so a stream of messages
 	 * is the engine's, and a ping-pong's messages leave from their thread */
-	ok = keep && direct_on() && qp->type == IBV_QPT_RC &&
-	     atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS && q->req_init &&
-	     !q->rnr_wait && !q->recovering && !q->regap && !q->soff && q->spos == q->hspos &&
-	     q->npsn == q->hpsn && !out && !q->rd_out && q->swqe_cnt &&
+	/* a ping-pong's QP, active: the engine keeps looking at it every
+	 * tick, also while a request is out (a receive half may take the
+	 * answer, and the posting thread's next request then needs a grant) */
+	stay = keep && direct_on() && qp->type == IBV_QPT_RC && qp->wire &&
+	       atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS && q->req_init;
+	ok = stay && !q->rnr_wait && !q->recovering && !q->regap && !q->soff &&
+	     q->spos == q->hspos && q->npsn == q->hpsn && !out && !q->rd_out && q->swqe_cnt &&
 	     e->now >= q->direct_quiet_until &&
 	     !atomic_load_explicit(&h->wire_taps, memory_order_relaxed);
+	if (!e->app) /* on the engine's list of granted QPs (engine.c) */
+		q->eng_granted = tick ? stay : sr_eng_slot_of(e, q)->granted || ok;
+	else if (ok && !q->eng_granted) {
+		/* the engine must hold the grant too: it takes in what
+		 * posting threads send, and so times their packets out */
+		q->run_wanted = true;
+		sr_eng_activate(e, q);
+	}
 	qp->wtx_spos = q->spos;
 	qp->wtx_npsn = q->npsn;
 	qp->wtx_room = ok ? 1 : 0;
 	qp->wtx_gen = q->gen;
 	qp->wtx_ok = ok;
 	sr_shm_unlock(&qp->wtx_lock);
-	return ok;
+	return tick ? stay : ok;
 }

@@ -134,14 +134,44 @@ static struct sr_qp_shm *dack_qp(struct sr_engine *e, const struct sr_eng_dack *
 	return qp;
 }
 
-/* Withdraws the handed ACK d (wtx_lock held): true if no thread took it. */
+/* Withdraws the handed ACK d (wtx_lock held): true if no thread took it.
+ * A receive half may have handed a later one of the same connection in
+ * its place (shm/wire_rx.c): that one goes. */
 static bool dack_withdraw(struct sr_qp_shm *qp, struct sr_eng_dack *d)
 {
 	bool mine = d->valid && qp->wtx_ack;
 
+	if (mine && qp->wtx_ack_gen == d->gen) {
+		d->psn = qp->wtx_ack_psn;
+		d->msn = qp->wtx_ack_msn;
+	}
 	qp->wtx_ack = 0;
 	d->valid = false;
 	return mine;
+}
+
+/* Sends the ACK a receive half handed to q's next request (wtx_lock held). */
+static void handed_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	struct sr_eng_dack d;
+
+	memset(&d, 0, sizeof(d));
+	d.qpn = q->qpn;
+	d.dest_qpn = qp->dest_qpn;
+	d.psn = qp->wtx_ack_psn;
+	d.msn = qp->wtx_ack_msn;
+	memcpy(d.sgid, qp->sgid, 16);
+	memcpy(d.dgid, qp->dgid, 16);
+	qp->wtx_ack = 0;
+	dack_send(e, &d);
+}
+
+void sr_eng_resp_handed_tick(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	/* the engine's own handed ACK has its own timer (sr_eng_resp_dacks) */
+	if (qp->wtx_ack && !sr_eng_slot_of(e, q)->dack.valid && qp->wtx_ack_gen == q->gen &&
+	    (int64_t)(e->now - qp->wtx_ack_at) >= (int64_t)e->dack_ns)
+		handed_send(e, qp, q);
 }
 
 void sr_eng_resp_dack_take(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
@@ -150,12 +180,16 @@ void sr_eng_resp_dack_take(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_
 	struct sr_eng_dack *d = &s->dack;
 
 	/* (one of a QP this slot held before stays for sr_eng_resp_dacks) */
-	if (d->valid && d->qpn == s->qpn && d->off == s->off && d->gen == s->gen &&
-	    dack_withdraw(qp, d))
-		dack_send(e, d);
+	if (d->valid && d->qpn == s->qpn && d->off == s->off && d->gen == s->gen) {
+		if (dack_withdraw(qp, d))
+			dack_send(e, d);
+	} else if (!e->app && qp->wtx_ack && qp->wtx_ack_gen == q->gen) {
+		handed_send(e, qp, q); /* a receive half's (shm/wire_rx.c) */
+	}
 }
 
-/* Hands q's ACK of psn to the QP's next request, if that is worth it. */
+/* Hands q's ACK of psn to the QP's next request, if that is worth it
+ * (wtx_lock held). */
 static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
 {
 	const struct sr_arena_hdr *h = e->arena;
@@ -167,7 +201,16 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	    e->now - q->direct_sent_at > SR_ENG_DACK_RECENT_NS ||
 	    atomic_load_explicit(&h->wire_taps, memory_order_relaxed))
 		return false;
-	sr_shm_lock(&qp->wtx_lock);
+	/* A receive half's ACK waits only for a WRITE: its initiator, once
+	 * its WQE completes, may next watch memory for the answer, which no
+	 * poll sees come, so the ACK goes with that answer, and the poll
+	 * that waits for the ACK takes both.  A SEND's initiator learns of
+	 * the answer by polling.  The thread sends it late itself (its next
+	 * poll, sr_eng_resp_dacks) or, if it stops polling, the engine's
+	 * grant tick does (sr_eng_resp_handed_tick): only while the engine
+	 * holds the grant. */
+	if (e->app && (!q->eng_granted || q->ack_send))
+		return false;
 	/* a posting thread sent a request since the engine last looked: the
 	 * answer left already, without this ACK; it goes now (the caller) */
 	ok = q->req_init && qp->wtx_spos == q->spos;
@@ -176,8 +219,8 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		qp->wtx_ack_psn = psn;
 		qp->wtx_ack_msn = q->msn;
 		qp->wtx_ack_gen = q->gen; /* a reset QP's posting threads never take it */
+		qp->wtx_ack_at = e->now;
 	}
-	sr_shm_unlock(&qp->wtx_lock);
 	if (!ok)
 		return false;
 	if (!d->valid) /* the oldest waits at most dack_ns */
@@ -256,19 +299,21 @@ void sr_eng_resp_acks(struct sr_engine *e)
 		 * The object stays readable to the end of this section; only
 		 * a reset or re-route of it (wire_gen) cancels the ACK.
 		 */
-		if (!q || !sr_eng_qp_is(e, qp, q) || !q->ack_due)
+		if (!q || !sr_eng_qp_is(e, qp, q))
 			continue;
-		q->ack_due = false;
-		psn = sr_psn_add(q->epsn, SR_PSN_MASK);
-		if (ack_defer(e, qp, q, psn))
-			continue;
-		if (s->dack.valid) { /* this one supersedes a handed one */
-			sr_shm_lock(&qp->wtx_lock);
-			dack_withdraw(qp, &s->dack);
-			sr_shm_unlock(&qp->wtx_lock);
+		sr_shm_lock(&qp->wtx_lock);
+		if (q->ack_due) {
+			q->ack_due = false;
+			psn = sr_psn_add(q->epsn, SR_PSN_MASK);
+			if (!ack_defer(e, qp, q, psn)) {
+				if (s->dack.valid) /* this one supersedes a handed one */
+					dack_withdraw(qp, &s->dack);
+				send_aeth(e, qp, q, resp_tr(qp) | SR_IB_ACK, psn,
+					  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, NULL, 0, NULL, 0,
+					  0);
+			}
 		}
-		send_aeth(e, qp, q, resp_tr(qp) | SR_IB_ACK, psn,
-			  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, NULL, 0, NULL, 0, 0);
+		sr_shm_unlock(&qp->wtx_lock);
 	}
 }
 
@@ -649,16 +694,14 @@ static void take_placed(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 		ack_later(e, qp, q); /* let the requester skip them */
 }
 
-void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
-		    const struct sr_pkt *p, const uint8_t *sgid, const uint8_t *dgid)
+static void resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		    const struct sr_pkt *p)
 {
 	bool rc = reliable(qp);
 	uint32_t f = p->op->flags;
 	int32_t d;
 	int r = 0;
 
-	(void)sgid;
-	(void)dgid;
 	if (!can_receive(atomic_load_explicit(&qp->state, memory_order_acquire))) {
 		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
@@ -736,8 +779,19 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	if (q->ooo_n)
 		take_placed(e, qp, q);
 	if (rc && (p->bth.ackreq || (f & SR_OPF_LAST))) {
+		q->ack_send = (f & SR_OPF_SEND) != 0;
 		ack_later(e, qp, q);
 	}
+}
+
+void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		    const struct sr_pkt *p, const uint8_t *sgid, const uint8_t *dgid)
+{
+	(void)sgid;
+	(void)dgid;
+	sr_shm_lock(&qp->wtx_lock);
+	resp_rx(e, qp, q, p);
+	sr_shm_unlock(&qp->wtx_lock);
 }
 
 /* ---- UD (9.8.2 / C10-xx) ---- */

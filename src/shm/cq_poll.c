@@ -32,6 +32,7 @@
 #include "shm/epoch.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
+#include "shm/wire_rx.h"
 #include "verbs/internal.h"
 
 /* Caller is inside a reader section (epoch.h), entered before this walks
@@ -226,12 +227,14 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 	struct sr_cq_shm *s = cq->shm;
 	uint32_t cons;
 	int n = 0;
+	bool rx_looked = false;
 
 	if (num < 0)
 		return -EINVAL;
 	/* a polled receive frees its slot in our QP, which another thread may
 	 * be destroying; retries look up responders */
 	sr_epoch_enter_locking(ctx->arena);
+again:
 	sr_shm_lock(&cq->poll_lock);
 	cons = atomic_load_explicit(&s->cons, memory_order_relaxed);
 	while (n < num) {
@@ -249,8 +252,15 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		/* frees the slots: pairs with the producer's load-acquire of cons */
 		atomic_store_explicit(&s->cons, cons, memory_order_release);
 	sr_shm_unlock(&cq->poll_lock);
-	if (!n)
+	if (!n) {
 		retry_stalled(ctx, cq);
+		/* the host's datagrams, taken here (wire_rx.c): once, then
+		 * what they completed */
+		if (!rx_looked && sr_wire_rx_poll(ctx) > 0) {
+			rx_looked = true;
+			goto again;
+		}
+	}
 	sr_epoch_exit();
 	return n;
 }
@@ -259,6 +269,9 @@ int sr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct sr_cq_shm *s = to_scq(ibcq)->shm;
 
+	/* the caller may block for the event next: datagrams are the
+	 * engine's to take meanwhile */
+	sr_wire_rx_sleep(to_sctx(ibcq->context));
 	if (solicited_only) {
 		uint32_t off = SR_CQ_DISARMED;
 
@@ -314,6 +327,13 @@ static int start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 	if (ret) {
 		sr_shm_unlock(&cq->poll_lock);
 		retry_stalled(to_sctx(c->context), cq);
+		if (sr_wire_rx_poll(to_sctx(c->context)) > 0) { /* as sr_poll_cq */
+			sr_shm_lock(&cq->poll_lock);
+			ret = take_one(cq);
+			if (!ret)
+				return 0;
+			sr_shm_unlock(&cq->poll_lock);
+		}
 		sr_epoch_exit();
 	}
 	return ret;

@@ -209,10 +209,41 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	unsigned n;
 	bool all = false;
 
+	/* this process has QPs on the wire: its pollers read the engine's
+	 * socket from now on (wire_rx.c) */
+	if (!atomic_load_explicit(&ctx->wire_rx_want, memory_order_relaxed))
+		atomic_store_explicit(&ctx->wire_rx_want, 1, memory_order_relaxed);
 	if (s->type != IBV_QPT_RC || atomic_load_explicit(&h->wire_taps, memory_order_relaxed) ||
 	    sr_exec_wire_sock(NULL) < 0)
 		return false;
 	if (claim(ctx, s, &w, &psn, iov, &n, &all, &a))
 		send_wqe(ctx, s, w, psn, iov, n, &a);
 	return all;
+}
+
+void sr_wire_flush_ack(struct sr_context *ctx, struct sr_qp_shm *s)
+{
+	uint8_t ack[SR_ACK_HDR_LEN];
+	struct sr_udp_pkt pkt;
+	uint16_t sport;
+	int sock;
+	bool on;
+
+	if (!s->wire || s->type != IBV_QPT_RC || (sock = sr_exec_wire_sock(&sport)) < 0)
+		return;
+	sr_shm_lock(&s->wtx_lock);
+	on = s->wtx_ack &&
+	     s->wtx_ack_gen == atomic_load_explicit(&s->wire_gen, memory_order_acquire);
+	if (on) {
+		sr_ack_hdr_put(ack, s->dest_qpn, s->wtx_ack_psn, s->wtx_ack_msn);
+		s->wtx_ack = 0;
+	}
+	sr_shm_unlock(&s->wtx_lock);
+	if (!on)
+		return;
+	sr_udp_build(&pkt, s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
+	if (sendmsg(sock, &pkt.mh, MSG_DONTWAIT) < 0)
+		sr_dbg("RC ACK to another host: %m");
+	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->wire_acks, 1,
+				  memory_order_relaxed);
 }

@@ -16,5 +16,9 @@ struct sr_context;
  * what the engine allows from this thread.  True if every posted WQE has
  * gone, false if the engine must be rung for the rest. */
 bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s);
+/* Before ibv_destroy_qp: an ACK handed to the QP's next request (by the
+ * engine or a receive half, wire_rx.c) goes now, as an HCA acknowledges
+ * what it received whatever the owner does next. */
+void sr_wire_flush_ack(struct sr_context *ctx, struct sr_qp_shm *s);
 
 #endif

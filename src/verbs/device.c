@@ -200,6 +200,12 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		return NULL;
 	}
 	ctx = calloc(1, sizeof(*ctx));
+	if (ctx) {
+		static _Atomic uint64_t serials;
+
+		ctx->serial = atomic_fetch_add(&serials, 1) + 1;
+		ctx->wire_rx_fd = -1;
+	}
 	if (!ctx) {
 		errno = ENOMEM;
 		return NULL;
@@ -283,6 +289,8 @@ int ibv_close_device(struct ibv_context *context)
 	/* closing the socket makes the daemon reclaim whatever is left */
 	close(ctx->sock);
 	close(context->async_fd);
+	if (ctx->wire_rx_fd >= 0)
+		close(ctx->wire_rx_fd);
 	free(ctx);
 	return 0;
 }

@@ -43,6 +43,15 @@ struct sr_context {
 	uint32_t async_fd_id;
 	pthread_mutex_t lock; /* the object lists below */
 	struct sr_list qps, srqs, cqs;
+	/* the receive half (shm/wire_rx.c): this context's number among the
+	 * process's (threads' records name it, not its address, which a
+	 * later context may reuse); whether it has QPs on the wire (set by
+	 * posting to one); the engine's socket once asked for (state 0: not
+	 * yet, 1: wire_rx_fd, 2: none) */
+	uint64_t serial;
+	_Atomic uint32_t wire_rx_want;
+	_Atomic uint32_t wire_rx_state;
+	int wire_rx_fd;
 };
 
 struct sr_pd {

@@ -11,6 +11,7 @@
 
 #include "shm/epoch.h"
 #include "shm/exec.h"
+#include "shm/wire_tx.h"
 #include "verbs/internal.h"
 
 #define SR_SEND_OPS_SUPPORTED                                                                      \
@@ -327,6 +328,7 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	if (!qp)
 		return EINVAL;
 	ctx = to_sctx(qp->context);
+	sr_wire_flush_ack(ctx, to_sqp(qp)->shm);
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DESTROY_QP;
 	req.handle = qp->qp_num;

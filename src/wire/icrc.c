@@ -6,6 +6,8 @@
  * sr_icrc_ipv4_id() is GF(2) arithmetic modulo the CRC polynomial.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <isa-l/crc.h>
 #include <string.h>
@@ -205,12 +207,45 @@ static uint32_t id_shift(size_t len)
 	return shift;
 }
 
-static const struct id_map *id_map(size_t len)
-{
-	static _Thread_local struct id_map cache[8];
-	struct id_map *m = &cache[len % 8];
+/*
+ * Each thread's maps for the last lengths it saw, on the heap: not in
+ * thread-local storage, whose static part in libibverbs (which links this
+ * for the receive half) must stay small enough for dlopen (UCX loads it
+ * so).  NULL without memory (the caller then builds a map on its stack).
+ */
+static pthread_key_t id_key;
+static pthread_once_t id_once = PTHREAD_ONCE_INIT;
 
-	if (m->len == len)
+static void id_key_make(void)
+{
+	if (pthread_key_create(&id_key, free))
+		id_key = (pthread_key_t)-1;
+}
+
+static struct id_map *id_cache(void)
+{
+	struct id_map *c;
+
+	pthread_once(&id_once, id_key_make);
+	if (id_key == (pthread_key_t)-1)
+		return NULL;
+	c = pthread_getspecific(id_key);
+	if (!c) {
+		c = calloc(8, sizeof(*c));
+		if (c && pthread_setspecific(id_key, c)) {
+			free(c);
+			c = NULL;
+		}
+	}
+	return c;
+}
+
+static const struct id_map *id_map(size_t len, struct id_map *spare)
+{
+	struct id_map *cache = id_cache();
+	struct id_map *m = cache ? &cache[len % 8] : spare;
+
+	if (m->len == len && cache)
 		return m;
 	memset(m, 0, sizeof(*m));
 	m->len = len;
@@ -236,7 +271,8 @@ static const struct id_map *id_map(size_t len)
 /* The identification that explains the difference d, or -EBADMSG. */
 static int solve_id(uint32_t d, size_t len)
 {
-	const struct id_map *m = id_map(len);
+	struct id_map spare;
+	const struct id_map *m = id_map(len, &spare);
 	uint32_t c = 0;
 
 	for (int top = 31; top >= 0 && d; top--) {

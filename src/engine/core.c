@@ -1,0 +1,297 @@
+/*
+ * The engine's per-packet code that is not the engine thread's: a QP's
+ * transport state (sr_eng_qp in the arena, the slot that is this thread's
+ * record of it), the transmit batch, and a received datagram's checks up
+ * to the requester or responder of its QP.  The engine thread (engine.c)
+ * runs it, and so may any thread that maps the arena and holds the QP's
+ * wtx_lock, which guards every field of its sr_eng_qp (req.c, resp.c).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/shmlock.h"
+#include "engine/engine.h"
+#include "shm/exec.h"
+#include "verbs/internal.h"
+#include "wire/icrc.h"
+#include "wire/udp.h"
+
+/* ---- per-QP transport state ---- */
+
+bool sr_eng_qp_is(const struct sr_engine *e, const struct sr_qp_shm *qp, const struct sr_eng_qp *q)
+{
+	const struct sr_eng_slot *s = sr_eng_slot_at(e, qp->qpn);
+	uint64_t off = (uint64_t)((const char *)qp - (const char *)e->arena);
+
+	return s && s->q == q && s->qpn == qp->qpn && s->off == off &&
+	       s->gen == atomic_load_explicit(&qp->wire_gen, memory_order_acquire) &&
+	       s->st_off == qp->eng_off && s->cnt == qp->sq.wqe_cnt;
+}
+
+struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
+{
+	uint32_t idx = sr_qpn_index(qp->qpn) % SR_MAX_QPS;
+	uint64_t off = (uint64_t)((char *)qp - (char *)e->arena);
+	uint32_t gen = atomic_load_explicit(&qp->wire_gen, memory_order_acquire);
+	uint64_t st_off = qp->eng_off;
+	uint32_t cnt = qp->sq.wqe_cnt;
+	struct sr_eng_slot *s = e->slots[idx];
+	struct sr_eng_qp *q;
+
+	if (s && s->q && sr_eng_qp_is(e, qp, s->q))
+		return s->q;
+	/* the chunk must be one the daemon could have given: inside the
+	 * arena, after its header, whole (any process of the user can write
+	 * the QP object) */
+	if (!st_off || !cnt || (cnt & (cnt - 1)) || cnt > SR_MAX_QP_WR * 2 ||
+	    st_off < sizeof(struct sr_arena_hdr) || st_off % 8 ||
+	    st_off + sr_eng_state_size(cnt) > e->ctx->arena_size)
+		return NULL;
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return NULL;
+		e->slots[idx] = s;
+	}
+	/* a new QP in this slot, or this one reset or re-routed: start over,
+	 * unless another thread already has for this generation (the chunk
+	 * says whose it is; the slot is only this thread's copy) */
+	q = sr_arena_at(e->arena, st_off);
+	sr_shm_lock(&qp->wtx_lock);
+	if (q->qpn != qp->qpn || q->gen != gen || q->swqe_cnt != cnt) {
+		/* qpn stays: it names the chunk's slot for lock-free readers */
+		memset((char *)q + offsetof(struct sr_eng_qp, gen), 0,
+		       sr_eng_state_size(cnt) - offsetof(struct sr_eng_qp, gen));
+		q->qpn = qp->qpn;
+		q->gen = gen;
+		q->swqe_cnt = cnt;
+		q->cur_op = 0xff;
+	}
+	sr_shm_unlock(&qp->wtx_lock);
+	s->q = q;
+	s->qpn = qp->qpn;
+	s->gen = gen;
+	s->cnt = cnt;
+	s->off = off;
+	s->st_off = st_off;
+	return q;
+}
+
+void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q)
+{
+	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
+
+	if (!e->app) /* the receive half asks the engine if it must look sooner */
+		q->eng_due = q->deadline;
+	if (s->active)
+		return;
+	s->active = true;
+	s->next_active = e->active;
+	e->active = s;
+}
+
+/* ---- posting threads' sending (req.c sr_eng_req_grant) ---- */
+
+void sr_eng_grant_later(struct sr_engine *e, struct sr_eng_qp *q)
+{
+	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
+
+	if (s->grant_pending)
+		return;
+	s->grant_pending = true;
+	s->next_pending = e->pending;
+	e->pending = s;
+}
+
+/* ---- transmit ---- */
+
+void sr_eng_flush_tx(struct sr_engine *e)
+{
+	struct sr_udp_sender *s = &e->sender;
+	unsigned i = 0;
+
+	while (i < e->ntx) {
+		unsigned n = 1;
+
+		/* one sr_udp_send per run of packets on the same socket */
+		while (i + n < e->ntx && e->txsock[i + n] == e->txsock[i])
+			n++;
+		sr_udp_send(s, e->txsock[i], e->tx + i, n);
+		i += n;
+	}
+	e->ntx = 0;
+	atomic_store_explicit(&e->cnt[SR_ENG_GSO_SENDS], s->gso_sends, memory_order_relaxed);
+	atomic_store_explicit(&e->cnt[SR_ENG_GSO_DGRAMS], s->gso_segs, memory_order_relaxed);
+}
+
+void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t *sgid,
+		 const uint8_t *dgid, int sock, uint16_t sport, const uint8_t *hdr, unsigned hlen,
+		 const struct iovec *pay, unsigned npay, uint32_t paylen)
+{
+	(void)qp;
+	if (e->ntx == SR_ENG_TX_BATCH)
+		sr_eng_flush_tx(e);
+	e->txsock[e->ntx] = sock;
+	sr_udp_build(&e->tx[e->ntx], sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
+	sr_eng_count(&e->cnt[SR_ENG_TX_PKTS], 1);
+	sr_eng_count(&e->cnt[SR_ENG_TX_BYTES], paylen);
+	if ((e->fault || e->trace) && e->tx_tap) /* fault.h: drop, dup, hold, corrupt; capture */
+		e->tx_tap(e, sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
+	else
+		e->ntx++;
+}
+
+/* ---- receive ---- */
+
+/* The destination address of a received datagram, as a GID (IP_PKTINFO). */
+static bool rx_dst_gid(struct msghdr *mh, uint8_t *dgid)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+			memset(dgid, 0, 10);
+			dgid[10] = dgid[11] = 0xff;
+			memcpy(dgid + 12, &pi.ipi_addr, 4);
+			return true;
+		}
+		if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+			memcpy(dgid, &pi.ipi6_addr, 16);
+			return true;
+		}
+	}
+	return false;
+}
+
+int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsigned nb,
+		   sr_eng_rx_fn fn)
+{
+	struct mmsghdr mm[SR_ENG_RX_BATCH];
+	int n;
+
+	if (nb > SR_ENG_RX_BATCH)
+		nb = SR_ENG_RX_BATCH;
+	for (unsigned i = 0; i < nb; i++) {
+		b[i].iov = (struct iovec){b[i].buf, sizeof(b[i].buf)};
+		mm[i].msg_hdr = (struct msghdr){.msg_name = &b[i].src,
+						.msg_namelen = sizeof(b[i].src),
+						.msg_iov = &b[i].iov,
+						.msg_iovlen = 1,
+						.msg_control = b[i].ctl.buf,
+						.msg_controllen = sizeof(b[i].ctl.buf)};
+	}
+	n = recvmmsg(sock, mm, nb, MSG_DONTWAIT, NULL);
+	if (n <= 0)
+		return n < 0 ? -errno : 0;
+	for (int i = 0; i < n; i++) {
+		struct sr_eng_rxbuf *s = &b[i];
+		uint8_t dgid[16];
+
+		if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || !rx_dst_gid(&mm[i].msg_hdr, dgid)) {
+			sr_eng_count(&e->drops[SR_DROP_SHORT], 1);
+			continue;
+		}
+		const uint8_t *sgid = (const uint8_t *)&s->src.sin6_addr;
+		uint16_t sport = ntohs(s->src.sin6_port);
+		uint32_t len = mm[i].msg_len, seg = sr_udp_gro_size(&mm[i].msg_hdr);
+
+		if (!seg || seg > len)
+			seg = len;
+		if (seg < len) {
+			sr_eng_count(&e->cnt[SR_ENG_GRO_RECVS], 1);
+			sr_eng_count(&e->cnt[SR_ENG_GRO_DGRAMS], (len + seg - 1) / seg);
+		}
+		/* a GRO buffer holds datagrams of seg bytes, the last may be shorter */
+		for (uint32_t off = 0; off < len; off += seg)
+			fn(e, s->buf + off, len - off < seg ? len - off : seg, sgid, dgid, sport);
+	}
+	return n;
+}
+
+static void drop(struct sr_engine *e, enum sr_drop why)
+{
+	sr_eng_count(&e->drops[why], 1);
+}
+
+bool sr_eng_opcode_fits(uint8_t opcode, uint32_t type)
+{
+	switch (opcode & 0xe0) {
+	case SR_TR_XRC:
+		return type == (sr_opcode_info[opcode].flags & SR_OPF_REQ ? IBV_QPT_XRC_RECV
+									  : IBV_QPT_XRC_SEND);
+	case SR_TR_RC:
+		return type == IBV_QPT_RC;
+	case SR_TR_UC:
+		return type == IBV_QPT_UC;
+	case SR_TR_UD:
+		return type == IBV_QPT_UD;
+	default:
+		return false;
+	}
+}
+
+bool sr_eng_rx_parse(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		     const uint8_t *dgid, uint16_t sport, struct sr_pkt *p)
+{
+	struct iovec iov = {(void *)buf, len - SR_ICRC_LEN};
+	enum sr_drop why = sr_pkt_parse(buf, len, p);
+
+	if (why) {
+		drop(e, why);
+		return false;
+	}
+	/* identification 0, or 1..63: segments of a GSO send (udp.h) */
+	if (!sr_icrc_ok_upto(sgid, dgid, sport, SR_ROCE_PORT, &iov, 1, buf + len - SR_ICRC_LEN,
+			     SR_UDP_GSO_SEGS - 1)) {
+		drop(e, SR_DROP_ICRC);
+		return false;
+	}
+	sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], 1);
+	sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], p->paylen);
+	return true;
+}
+
+void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
+		       const uint8_t *dgid)
+{
+	struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, p->bth.dqpn);
+	struct sr_eng_qp *q;
+
+	if (!qp) {
+		drop(e, SR_DROP_QPN);
+		return;
+	}
+	if (!sr_eng_opcode_fits(p->bth.opcode, qp->type)) {
+		drop(e, SR_DROP_TRANSPORT);
+		return;
+	}
+	if (p->bth.pkey != SR_DEFAULT_PKEY && p->bth.pkey != 0x7fff) {
+		drop(e, SR_DROP_PKEY); /* one partition: the default (C9-42) */
+		return;
+	}
+	if (qp->type == IBV_QPT_UD) {
+		sr_eng_resp_ud(e, qp, p, sgid, dgid);
+		return;
+	}
+	/* RC/UC/XRC: only from the peer the QP is connected to, over the wire */
+	if (!qp->wire || memcmp(qp->dgid, sgid, 16) || memcmp(qp->sgid, dgid, 16)) {
+		drop(e, SR_DROP_SRC);
+		return;
+	}
+	q = sr_eng_qp_get(e, qp);
+	if (!q) {
+		drop(e, SR_DROP_STATE); /* no state chunk: not a QP the daemon made */
+		return;
+	}
+	if (p->op->flags & SR_OPF_REQ)
+		sr_eng_resp_rx(e, qp, q, p, sgid, dgid);
+	else
+		sr_eng_comp_rx(e, qp, q, p);
+}

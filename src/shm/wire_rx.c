@@ -1,0 +1,346 @@
+/*
+ * The receive half of placement (b) (docs/architecture.md, "The receive
+ * half"): a thread that polls a CQ and finds it empty, in a process with
+ * QPs whose peers are on other hosts, reads the RoCEv2 engine's socket
+ * itself and runs the engine's own code (engine/core.c, req.c, resp.c) on
+ * what it gets, under each QP's wtx_lock, with the QP's transport state in
+ * the arena.  The ACK and the peer's next request that a ping-pong waits
+ * for then land and complete in the polling thread, and no thread is woken
+ * for them: on a machine whose CPUs are busy polling, that wake-up was
+ * most of a message's latency.
+ *
+ * The socket is the engine's, shared (SR_OP_WIRE_RX hands it over), so a
+ * thread takes whatever datagram comes first, for any QP of the host: it
+ * can, as the same-host executor can execute into any process's memory
+ * (the key table, mrmap.c).  What only the engine takes (QP1's MADs for
+ * the daemon's CM agent, multicast) goes to it through the arena (rxfwd).
+ * This thread's part of the protocol is the responder's (execution, ACKs,
+ * NAKs, READ responses) and the completer's (completions); requests are
+ * sent by the engine or, for a ping-pong, by the posting thread (wire_tx.c)
+ * as before, so a QP's requests never leave from two sockets at once.
+ * What the engine must take over (something to send, a timer it does not
+ * know, a grant it must keep) it is told through the doorbell after the
+ * batch.  While threads poll, the engine leaves the socket to them; a
+ * thread about to block in the kernel tells it so (sr_wire_rx_sleep), and
+ * one that stops polling otherwise has its datagrams taken by the engine
+ * within SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).
+ *
+ * Off while the engine's taps are on (a capture, fault injection, rx_taps):
+ * every datagram then goes through the engine.  SOFTRDMA_WIRE_RX=0 turns it off.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/shmlock.h"
+#include "engine/doorbell.h"
+#include "engine/engine.h"
+#include "shm/exec.h"
+#include "shm/fdcache.h"
+#include "shm/wire_rx.h"
+#include "verbs/internal.h"
+
+#define RX_BUFS 4 /* GRO buffers per look (64 KiB each) */
+
+/* A thread's receive half for one context: a small engine of its own
+ * (transmit batch, counters, its records of the QPs it touched). */
+struct rx_half {
+	struct sr_context *ctx;
+	uint64_t serial; /* ctx's: a closed context's address may come back */
+	struct sr_engine e;
+	uint64_t shown_cnt[SR_ENG_CNT_MAX], shown_drops[SR_DROP_MAX];
+	uint64_t poll_noted; /* when this thread last wrote rx_poll_at */
+	bool kick;	     /* it queued datagrams for the engine */
+	struct sr_eng_rxbuf b[RX_BUFS];
+};
+
+static bool rx_on(void)
+{
+	static int on = -1;
+
+	if (on < 0) {
+		const char *v = getenv("SOFTRDMA_WIRE_RX");
+
+		on = !(v && *v == '0');
+	}
+	return on;
+}
+
+static void half_fini(struct rx_half *r)
+{
+	if (r->e.slots) {
+		for (uint32_t i = 0; i < SR_MAX_QPS; i++)
+			free(r->e.slots[i]);
+		free(r->e.slots);
+	}
+	r->e.slots = NULL;
+}
+
+static void half_free(void *p)
+{
+	if (p) {
+		half_fini(p);
+		free(p);
+	}
+}
+
+static pthread_key_t half_key;
+static pthread_once_t half_once = PTHREAD_ONCE_INIT;
+
+static void half_key_make(void)
+{
+	if (pthread_key_create(&half_key, half_free))
+		half_key = (pthread_key_t)-1;
+}
+
+/* This thread's receive half for ctx, made at its first use (NULL: none). */
+static struct rx_half *half(struct sr_context *ctx)
+{
+	struct rx_half *r;
+	uint16_t sport;
+	int sock;
+
+	pthread_once(&half_once, half_key_make);
+	if (half_key == (pthread_key_t)-1)
+		return NULL;
+	r = pthread_getspecific(half_key);
+	if (r && r->ctx == ctx && r->serial == ctx->serial)
+		return r;
+	sock = sr_exec_wire_sock(&sport);
+	if (sock < 0)
+		return NULL;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r || pthread_setspecific(half_key, r)) {
+			free(r);
+			return NULL;
+		}
+	}
+	/* another context (a second ibv_open_device): start over for it */
+	half_fini(r);
+	memset(&r->e, 0, sizeof(r->e));
+	memset(r->shown_cnt, 0, sizeof(r->shown_cnt));
+	memset(r->shown_drops, 0, sizeof(r->shown_drops));
+	r->ctx = NULL;
+	r->e.slots = calloc(SR_MAX_QPS, sizeof(*r->e.slots));
+	if (!r->e.slots)
+		return NULL;
+	r->e.app = true;
+	r->e.ctx = ctx;
+	r->e.arena = ctx->arena;
+	r->e.rx_sock = r->e.db_fd = r->e.ep_fd = -1;
+	r->e.dack_ns = sr_eng_dack_ns(); /* its ACKs may go with requests (resp.c ack_defer) */
+	for (int i = 0; i < SR_ENG_SOCKS; i++) {
+		r->e.socks[i] = sock;
+		r->e.sports[i] = sport;
+	}
+	r->ctx = ctx;
+	r->serial = ctx->serial;
+	return r;
+}
+
+/* The engine's socket for ctx, asked of the daemon once (-1: none). */
+static int rx_sock(struct sr_context *ctx)
+{
+	uint32_t st = atomic_load_explicit(&ctx->wire_rx_state, memory_order_acquire);
+	struct sr_req req;
+	struct sr_rep rep;
+	int fd = -1, nfds = 1;
+
+	if (st)
+		return st == 1 ? ctx->wire_rx_fd : -1;
+	pthread_mutex_lock(&ctx->lock);
+	if (!atomic_load_explicit(&ctx->wire_rx_state, memory_order_relaxed)) {
+		memset(&req, 0, sizeof(req));
+		req.op = SR_OP_WIRE_RX;
+		if (!sr_ctx_request(ctx, &req, &rep, NULL, 0, &fd, &nfds) && nfds == 1 && fd >= 0)
+			ctx->wire_rx_fd = fd;
+		else if (fd >= 0)
+			close(fd);
+		atomic_store_explicit(&ctx->wire_rx_state, ctx->wire_rx_fd >= 0 ? 1 : 2,
+				      memory_order_release);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return atomic_load_explicit(&ctx->wire_rx_state, memory_order_acquire) == 1
+		   ? ctx->wire_rx_fd
+		   : -1;
+}
+
+/* A datagram only the engine takes: to it through the arena. */
+static void hand_to_engine(struct rx_half *r, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+			   const uint8_t *dgid, uint16_t sport)
+{
+	struct sr_arena_hdr *h = r->e.arena;
+	struct sr_udtx_slot *t;
+	uint64_t pos;
+
+	if (len > SR_UDTX_DATA || !(t = sr_slotq_claim(sr_rxfwd_q(h), &pos))) {
+		atomic_fetch_add_explicit(&h->rxfwd_full, 1, memory_order_relaxed);
+		return; /* lost as on a full receive queue; MADs are resent */
+	}
+	memcpy(t->sgid, sgid, 16);
+	memcpy(t->dgid, dgid, 16);
+	t->qpn = sport;
+	t->hlen = 0;
+	t->paylen = len;
+	memcpy(t->data, buf, len);
+	sr_mpsc_publish(&t->seq, pos, 0);
+	r->kick = true;
+}
+
+static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		 const uint8_t *dgid, uint16_t sport)
+{
+	struct rx_half *r = (struct rx_half *)((char *)e - offsetof(struct rx_half, e));
+	uint32_t dqpn =
+	    len >= SR_BTH_LEN ? (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7] : 0;
+	struct sr_pkt p;
+
+	if (dqpn == 1 || dqpn == SR_QPN_MCAST) {
+		hand_to_engine(r, buf, len, sgid, dgid, sport);
+		return;
+	}
+	if (sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
+		sr_eng_rx_unicast(e, &p, sgid, dgid);
+}
+
+static void ring(struct rx_half *r, struct sr_qp_shm *qp)
+{
+	struct sr_arena_hdr *h = r->e.arena;
+
+	if (sr_db_ring(h, qp) && h->engine_fd_id)
+		sr_fdcache_signal(r->ctx, h->engine_fd_id);
+}
+
+/* After a batch: the grants this thread's completions made possible, and
+ * what the engine must take over. */
+static void hand_over(struct rx_half *r)
+{
+	struct sr_engine *e = &r->e;
+	struct sr_arena_hdr *h = e->arena;
+
+	while (e->pending) {
+		struct sr_eng_slot *s = e->pending;
+		struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, s->qpn);
+
+		e->pending = s->next_pending;
+		s->grant_pending = false;
+		if (qp && s->q && sr_eng_qp_is(e, qp, s->q))
+			sr_eng_req_grant(e, qp, s->q, false);
+	}
+	while (e->active) {
+		struct sr_eng_slot *s = e->active;
+		struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, s->qpn);
+		struct sr_eng_qp *q = s->q;
+		bool need = false;
+
+		e->active = s->next_active;
+		s->active = false;
+		if (!qp || !q || !sr_eng_qp_is(e, qp, q))
+			continue;
+		sr_shm_lock(&qp->wtx_lock);
+		/* a timer the engine will not look at in time, or requests to send */
+		need = q->run_wanted || (q->deadline && (!q->eng_due || q->deadline < q->eng_due));
+		sr_shm_unlock(&qp->wtx_lock);
+		if (need)
+			ring(r, qp);
+	}
+	if (r->kick) {
+		r->kick = false;
+		if (sr_db_sleeping(h) && h->engine_fd_id)
+			sr_fdcache_signal(r->ctx, h->engine_fd_id);
+	}
+	/* what it counted, into the host's counters (`softrdma status`) */
+	for (int i = 0; i < SR_ENG_CNT_MAX; i++) {
+		uint64_t v = atomic_load_explicit(&e->cnt[i], memory_order_relaxed);
+
+		if (v != r->shown_cnt[i]) {
+			atomic_fetch_add_explicit(&h->app_cnt[i], v - r->shown_cnt[i],
+						  memory_order_relaxed);
+			r->shown_cnt[i] = v;
+		}
+	}
+	for (int i = 0; i < SR_DROP_MAX; i++) {
+		uint64_t v = atomic_load_explicit(&e->drops[i], memory_order_relaxed);
+
+		if (v != r->shown_drops[i]) {
+			atomic_fetch_add_explicit(&h->app_drops[i], v - r->shown_drops[i],
+						  memory_order_relaxed);
+			r->shown_drops[i] = v;
+		}
+	}
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int sr_wire_rx_poll(struct sr_context *ctx)
+{
+	struct sr_arena_hdr *h = ctx->arena;
+	struct rx_half *r;
+	int sock, n;
+
+	if (!atomic_load_explicit(&ctx->wire_rx_want, memory_order_relaxed) || !rx_on() ||
+	    atomic_load_explicit(&h->rx_taps, memory_order_relaxed))
+		return 0;
+	sock = rx_sock(ctx);
+	r = sock >= 0 ? half(ctx) : NULL;
+	if (!r)
+		return 0;
+	r->e.now = now_ns();
+	/* the engine leaves the socket to pollers: say so, not on every
+	 * look (one cache line for the whole host) */
+	if (r->e.now - r->poll_noted > SR_ENG_RX_LEND_NS / 8) {
+		atomic_store_explicit(&h->rx_poll_at, r->e.now, memory_order_relaxed);
+		r->poll_noted = r->e.now;
+	}
+	/* its ACKs that waited for a request in vain go now (resp.c) */
+	if (r->e.dacks) {
+		sr_eng_resp_dacks(&r->e);
+		sr_eng_flush_tx(&r->e);
+	}
+	/* another reader is at it (a thread, the engine): what it takes it
+	 * processes, in order (rx_lock) */
+	if (sr_shm_trylock(&h->rx_lock))
+		return 0;
+	n = sr_eng_rx_read(&r->e, sock, r->b, RX_BUFS, take);
+	if (n > 0) {
+		sr_eng_resp_acks(&r->e);
+		/* before any grant (no posting thread overtakes it) and before
+		 * a later reader's answers */
+		sr_eng_flush_tx(&r->e);
+	}
+	sr_shm_unlock(&h->rx_lock);
+	if (n <= 0)
+		return 0;
+	atomic_fetch_add_explicit(&h->app_rx, (uint64_t)n, memory_order_relaxed);
+	hand_over(r);
+	return n;
+}
+
+void sr_wire_rx_sleep(struct sr_context *ctx)
+{
+	struct sr_arena_hdr *h = ctx->arena;
+
+	struct rx_half *r;
+
+	if (atomic_load_explicit(&ctx->wire_rx_state, memory_order_relaxed) != 1)
+		return;
+	atomic_store_explicit(&h->rx_poll_at, 0, memory_order_relaxed);
+	pthread_once(&half_once, half_key_make);
+	r = half_key != (pthread_key_t)-1 ? pthread_getspecific(half_key) : NULL;
+	if (r)
+		r->poll_noted = 0; /* its next poll says so again at once */
+	/* the engine lent its socket: take it back before this thread sleeps */
+	if (atomic_load_explicit(&h->rx_lent, memory_order_relaxed) && sr_db_sleeping(h) &&
+	    h->engine_fd_id)
+		sr_fdcache_signal(ctx, h->engine_fd_id);
+}
