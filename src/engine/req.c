@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/copy.h"
+#include "core/env.h"
 #include "core/shmlock.h"
 #include "engine/engine.h"
 #include "shm/exec.h"
@@ -865,12 +866,7 @@ static bool direct_on(void)
 {
 	static int on = -1;
 
-	if (on < 0) {
-		const char *v = getenv("SOFTRDMA_WIRE_DIRECT");
-
-		on = !(v && *v == '0');
-	}
-	return on;
+	return sr_env_on("SOFTRDMA_WIRE_DIRECT", &on);
 }
 
 /* The WQEs posting threads sent since the engine last held the lock. */

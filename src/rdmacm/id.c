@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/idalloc.h"
+#include "core/env.h"
 #include "rdmacm/internal.h"
 
 socklen_t cm_addr_len(const struct sockaddr *a)
@@ -293,12 +294,7 @@ static bool route_local_on(void)
 {
 	static int on = -1;
 
-	if (on < 0) {
-		const char *v = getenv("SOFTRDMA_CM_ROUTE_LOCAL");
-
-		on = !(v && *v == '0');
-	}
-	return on;
+	return sr_env_on("SOFTRDMA_CM_ROUTE_LOCAL", &on);
 }
 
 int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)

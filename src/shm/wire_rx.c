@@ -35,7 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/env.h"
 #include "core/shmlock.h"
+#include "core/thread_obj.h"
 #include "engine/doorbell.h"
 #include "engine/engine.h"
 #include "shm/exec.h"
@@ -61,12 +63,7 @@ static bool rx_on(void)
 {
 	static int on = -1;
 
-	if (on < 0) {
-		const char *v = getenv("SOFTRDMA_WIRE_RX");
-
-		on = !(v && *v == '0');
-	}
-	return on;
+	return sr_env_on("SOFTRDMA_WIRE_RX", &on);
 }
 
 static void half_fini(struct rx_half *r)
@@ -87,14 +84,7 @@ static void half_free(void *p)
 	}
 }
 
-static pthread_key_t half_key;
-static pthread_once_t half_once = PTHREAD_ONCE_INIT;
-
-static void half_key_make(void)
-{
-	if (pthread_key_create(&half_key, half_free))
-		half_key = (pthread_key_t)-1;
-}
+static struct sr_thread_obj halves = SR_THREAD_OBJ(sizeof(struct rx_half), half_free);
 
 /* This thread's receive half for ctx, made at its first use (NULL: none). */
 static struct rx_half *half(struct sr_context *ctx)
@@ -103,23 +93,15 @@ static struct rx_half *half(struct sr_context *ctx)
 	uint16_t sport;
 	int sock;
 
-	pthread_once(&half_once, half_key_make);
-	if (half_key == (pthread_key_t)-1)
+	r = sr_thread_obj(&halves);
+	if (!r)
 		return NULL;
-	r = pthread_getspecific(half_key);
-	if (r && r->ctx == ctx && r->serial == ctx->serial)
+	if (r->ctx == ctx && r->serial == ctx->serial)
 		return r;
 	sock = sr_exec_wire_sock(&sport);
 	if (sock < 0)
 		return NULL;
-	if (!r) {
-		r = calloc(1, sizeof(*r));
-		if (!r || pthread_setspecific(half_key, r)) {
-			free(r);
-			return NULL;
-		}
-	}
-	/* another context (a second ibv_open_device): start over for it */
+	/* its first use, or another context (a second ibv_open_device) */
 	half_fini(r);
 	memset(&r->e, 0, sizeof(r->e));
 	memset(r->shown_cnt, 0, sizeof(r->shown_cnt));
@@ -207,6 +189,19 @@ static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t 
 		sr_eng_rx_unicast(e, &p, sgid, dgid);
 }
 
+/* Adds what counters v gained since *shown to the host's counters to. */
+static void add_new(const _Atomic uint64_t *v, uint64_t *shown, _Atomic uint64_t *to, int n)
+{
+	for (int i = 0; i < n; i++) {
+		uint64_t x = atomic_load_explicit(&v[i], memory_order_relaxed);
+
+		if (x != shown[i]) {
+			atomic_fetch_add_explicit(&to[i], x - shown[i], memory_order_relaxed);
+			shown[i] = x;
+		}
+	}
+}
+
 static void ring(struct rx_half *r, struct sr_qp_shm *qp)
 {
 	struct sr_arena_hdr *h = r->e.arena;
@@ -254,24 +249,8 @@ static void hand_over(struct rx_half *r)
 			sr_fdcache_signal(r->ctx, h->engine_fd_id);
 	}
 	/* what it counted, into the host's counters (`softrdma status`) */
-	for (int i = 0; i < SR_ENG_CNT_MAX; i++) {
-		uint64_t v = atomic_load_explicit(&e->cnt[i], memory_order_relaxed);
-
-		if (v != r->shown_cnt[i]) {
-			atomic_fetch_add_explicit(&h->app_cnt[i], v - r->shown_cnt[i],
-						  memory_order_relaxed);
-			r->shown_cnt[i] = v;
-		}
-	}
-	for (int i = 0; i < SR_DROP_MAX; i++) {
-		uint64_t v = atomic_load_explicit(&e->drops[i], memory_order_relaxed);
-
-		if (v != r->shown_drops[i]) {
-			atomic_fetch_add_explicit(&h->app_drops[i], v - r->shown_drops[i],
-						  memory_order_relaxed);
-			r->shown_drops[i] = v;
-		}
-	}
+	add_new(e->cnt, r->shown_cnt, h->app_cnt, SR_ENG_CNT_MAX);
+	add_new(e->drops, r->shown_drops, h->app_drops, SR_DROP_MAX);
 }
 
 static uint64_t now_ns(void)
@@ -335,8 +314,7 @@ void sr_wire_rx_sleep(struct sr_context *ctx)
 	if (atomic_load_explicit(&ctx->wire_rx_state, memory_order_relaxed) != 1)
 		return;
 	atomic_store_explicit(&h->rx_poll_at, 0, memory_order_relaxed);
-	pthread_once(&half_once, half_key_make);
-	r = half_key != (pthread_key_t)-1 ? pthread_getspecific(half_key) : NULL;
+	r = sr_thread_obj_peek(&halves);
 	if (r)
 		r->poll_noted = 0; /* its next poll says so again at once */
 	/* the engine lent its socket: take it back before this thread sleeps */

@@ -30,6 +30,7 @@
 #include "shm/wire_tx.h"
 #include "core/log.h"
 #include "core/shmlock.h"
+#include "core/thread_obj.h"
 #include "shm/exec.h"
 #include "shm/mrmap.h"
 #include "shm/qp_err.h"
@@ -81,32 +82,7 @@ static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s, const str
 /* This thread's batch sender for a request and its ACK (udp.h: one GSO
  * send), made at its first such pair and freed when the thread exits;
  * NULL without memory (the two then go one by one). */
-static pthread_key_t sender_key;
-static pthread_once_t sender_once = PTHREAD_ONCE_INIT;
-
-static void sender_key_make(void)
-{
-	if (pthread_key_create(&sender_key, free))
-		sender_key = (pthread_key_t)-1;
-}
-
-static struct sr_udp_sender *sender(void)
-{
-	struct sr_udp_sender *snd;
-
-	pthread_once(&sender_once, sender_key_make);
-	if (sender_key == (pthread_key_t)-1)
-		return NULL;
-	snd = pthread_getspecific(sender_key);
-	if (!snd) {
-		snd = calloc(1, sizeof(*snd));
-		if (snd && pthread_setspecific(sender_key, snd)) {
-			free(snd);
-			snd = NULL;
-		}
-	}
-	return snd;
-}
+static struct sr_thread_obj senders = SR_THREAD_OBJ(sizeof(struct sr_udp_sender), NULL);
 
 /* The responder's ACK the engine handed to this QP's next request
  * (engine/resp.c, ack_defer): PSN and MSN, taken under wtx_lock. */
@@ -139,7 +115,7 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
 	if (a->on) {
 		sr_ack_hdr_put(ack, s->dest_qpn, a->psn, a->msn);
 		sr_udp_build(&pkt[np++], s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
-		snd = sender();
+		snd = sr_thread_obj(&senders);
 	}
 	/* a packet the kernel refuses is lost on the wire: the engine's probe
 	 * and retransmission recover it like any other */

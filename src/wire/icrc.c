@@ -6,12 +6,11 @@
  * sr_icrc_ipv4_id() is GF(2) arithmetic modulo the CRC polynomial.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <stdatomic.h>
 #include <isa-l/crc.h>
 #include <string.h>
 
+#include "core/thread_obj.h"
 #include "wire/gid.h"
 #include "wire/icrc.h"
 
@@ -207,42 +206,13 @@ static uint32_t id_shift(size_t len)
 	return shift;
 }
 
-/*
- * Each thread's maps for the last lengths it saw, on the heap: not in
- * thread-local storage, whose static part in libibverbs (which links this
- * for the receive half) must stay small enough for dlopen (UCX loads it
- * so).  NULL without memory (the caller then builds a map on its stack).
- */
-static pthread_key_t id_key;
-static pthread_once_t id_once = PTHREAD_ONCE_INIT;
-
-static void id_key_make(void)
-{
-	if (pthread_key_create(&id_key, free))
-		id_key = (pthread_key_t)-1;
-}
-
-static struct id_map *id_cache(void)
-{
-	struct id_map *c;
-
-	pthread_once(&id_once, id_key_make);
-	if (id_key == (pthread_key_t)-1)
-		return NULL;
-	c = pthread_getspecific(id_key);
-	if (!c) {
-		c = calloc(8, sizeof(*c));
-		if (c && pthread_setspecific(id_key, c)) {
-			free(c);
-			c = NULL;
-		}
-	}
-	return c;
-}
+/* Each thread's maps for the last lengths it saw (core/thread_obj.h: not
+ * in TLS); without memory the caller builds a map on its stack. */
+static struct sr_thread_obj id_maps = SR_THREAD_OBJ(8 * sizeof(struct id_map), NULL);
 
 static const struct id_map *id_map(size_t len, struct id_map *spare)
 {
-	struct id_map *cache = id_cache();
+	struct id_map *cache = sr_thread_obj(&id_maps);
 	struct id_map *m = cache ? &cache[len % 8] : spare;
 
 	if (m->len == len && cache)

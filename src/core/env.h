@@ -1,0 +1,25 @@
+/*
+ * Switches read from the environment (SOFTRDMA_*): on unless set to "0",
+ * read once per process.
+ */
+#ifndef SR_CORE_ENV_H
+#define SR_CORE_ENV_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* *cache starts at -1; racing first readers compute the same value. */
+static inline bool sr_env_on(const char *name, int *cache)
+{
+	int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		const char *e = getenv(name);
+
+		v = !(e && *e == '0');
+		__atomic_store_n(cache, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
+#endif
