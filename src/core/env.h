@@ -1,6 +1,6 @@
 /*
- * Switches read from the environment (SOFTRDMA_*): on unless set to "0",
- * read once per process.
+ * Switches read from the environment (SOFTRDMA_*), read once per process:
+ * sr_env_on is on unless set to "0", sr_env_set off unless set to "1".
  */
 #ifndef SR_CORE_ENV_H
 #define SR_CORE_ENV_H
@@ -17,6 +17,20 @@ static inline bool sr_env_on(const char *name, int *cache)
 		const char *e = getenv(name);
 
 		v = !(e && *e == '0');
+		__atomic_store_n(cache, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
+/* *cache starts at -1. */
+static inline bool sr_env_set(const char *name, int *cache)
+{
+	int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		const char *e = getenv(name);
+
+		v = e && *e == '1';
 		__atomic_store_n(cache, v, __ATOMIC_RELAXED);
 	}
 	return v;

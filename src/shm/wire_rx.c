@@ -26,7 +26,12 @@
  * within SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).
  *
  * Off while the engine's taps are on (a capture, fault injection, rx_taps):
- * every datagram then goes through the engine.  SOFTRDMA_WIRE_RX=0 turns it off.
+ * every datagram then goes through the engine.  Off unless
+ * SOFTRDMA_WIRE_RX=1: on a machine with more busy threads than CPUs, a
+ * polling thread preempted while it holds rx_lock (or the datagrams it
+ * read) stalls the host's receive path for its time off the CPU, and a
+ * ping-pong then ran 3-20x slower (docs/architecture.md, "The receive
+ * half").
  */
 #include <errno.h>
 #include <pthread.h>
@@ -63,7 +68,7 @@ static bool rx_on(void)
 {
 	static int on = -1;
 
-	return sr_env_on("SOFTRDMA_WIRE_RX", &on);
+	return sr_env_set("SOFTRDMA_WIRE_RX", &on);
 }
 
 static void half_fini(struct rx_half *r)
