@@ -25,6 +25,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/shmlock.h"
@@ -374,6 +375,18 @@ struct sr_qp_shm {
 	struct sr_wq sq;
 	struct sr_wq rq;
 };
+
+/* wtx_lock held: takes the ACK handed to the QP's next request if it is
+ * one of connection generation gen (its PSN and MSN); false if none is. */
+static inline bool sr_wtx_ack_take(struct sr_qp_shm *qp, uint32_t gen, uint32_t *psn, uint32_t *msn)
+{
+	if (!qp->wtx_ack || qp->wtx_ack_gen != gen)
+		return false;
+	*psn = qp->wtx_ack_psn;
+	*msn = qp->wtx_ack_msn;
+	qp->wtx_ack = 0;
+	return true;
+}
 
 /* A UD multicast group: the daemon rewrites it under the seqlock on
  * attach/detach; senders read a consistent copy of the member list. */

@@ -141,35 +141,33 @@ static bool dack_withdraw(struct sr_qp_shm *qp, struct sr_eng_dack *d)
 {
 	bool mine = d->valid && qp->wtx_ack;
 
-	if (mine && qp->wtx_ack_gen == d->gen) {
-		d->psn = qp->wtx_ack_psn;
-		d->msn = qp->wtx_ack_msn;
-	}
+	if (mine)
+		sr_wtx_ack_take(qp, d->gen, &d->psn, &d->msn); /* else its own */
 	qp->wtx_ack = 0;
 	d->valid = false;
 	return mine;
 }
 
-/* Sends the ACK a receive half handed to q's next request (wtx_lock held). */
+/* Sends the ACK of q's connection a receive half handed to q's next
+ * request, if there is one (wtx_lock held). */
 static void handed_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	struct sr_eng_dack d;
 
 	memset(&d, 0, sizeof(d));
+	if (!sr_wtx_ack_take(qp, q->gen, &d.psn, &d.msn))
+		return;
 	d.qpn = q->qpn;
 	d.dest_qpn = qp->dest_qpn;
-	d.psn = qp->wtx_ack_psn;
-	d.msn = qp->wtx_ack_msn;
 	memcpy(d.sgid, qp->sgid, 16);
 	memcpy(d.dgid, qp->dgid, 16);
-	qp->wtx_ack = 0;
 	dack_send(e, &d);
 }
 
 void sr_eng_resp_handed_tick(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	/* the engine's own handed ACK has its own timer (sr_eng_resp_dacks) */
-	if (qp->wtx_ack && !sr_eng_slot_of(e, q)->dack.valid && qp->wtx_ack_gen == q->gen &&
+	if (!sr_eng_slot_of(e, q)->dack.valid &&
 	    (int64_t)(e->now - qp->wtx_ack_at) >= (int64_t)e->dack_ns)
 		handed_send(e, qp, q);
 }
@@ -183,7 +181,7 @@ void sr_eng_resp_dack_take(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_
 	if (d->valid && d->qpn == s->qpn && d->off == s->off && d->gen == s->gen) {
 		if (dack_withdraw(qp, d))
 			dack_send(e, d);
-	} else if (!e->app && qp->wtx_ack && qp->wtx_ack_gen == q->gen) {
+	} else if (!e->app) {
 		handed_send(e, qp, q); /* a receive half's (shm/wire_rx.c) */
 	}
 }

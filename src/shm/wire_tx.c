@@ -164,11 +164,7 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wq
 			s->wtx_room--;
 			*all = s->wtx_spos == head;
 			/* only an ACK of this connection (wtx_gen is wire_gen here) */
-			a->on = s->wtx_ack && s->wtx_ack_gen == s->wtx_gen;
-			a->psn = s->wtx_ack_psn;
-			a->msn = s->wtx_ack_msn;
-			if (a->on)
-				s->wtx_ack = 0;
+			a->on = sr_wtx_ack_take(s, s->wtx_gen, &a->psn, &a->msn);
 		}
 	}
 	sr_shm_unlock(&s->wtx_lock);
@@ -201,6 +197,7 @@ void sr_wire_flush_ack(struct sr_context *ctx, struct sr_qp_shm *s)
 {
 	uint8_t ack[SR_ACK_HDR_LEN];
 	struct sr_udp_pkt pkt;
+	uint32_t psn, msn;
 	uint16_t sport;
 	int sock;
 	bool on;
@@ -208,15 +205,12 @@ void sr_wire_flush_ack(struct sr_context *ctx, struct sr_qp_shm *s)
 	if (!s->wire || s->type != IBV_QPT_RC || (sock = sr_exec_wire_sock(&sport)) < 0)
 		return;
 	sr_shm_lock(&s->wtx_lock);
-	on = s->wtx_ack &&
-	     s->wtx_ack_gen == atomic_load_explicit(&s->wire_gen, memory_order_acquire);
-	if (on) {
-		sr_ack_hdr_put(ack, s->dest_qpn, s->wtx_ack_psn, s->wtx_ack_msn);
-		s->wtx_ack = 0;
-	}
+	on = sr_wtx_ack_take(s, atomic_load_explicit(&s->wire_gen, memory_order_acquire), &psn,
+			     &msn);
 	sr_shm_unlock(&s->wtx_lock);
 	if (!on)
 		return;
+	sr_ack_hdr_put(ack, s->dest_qpn, psn, msn);
 	sr_udp_build(&pkt, s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
 	if (sendmsg(sock, &pkt.mh, MSG_DONTWAIT) < 0)
 		sr_dbg("RC ACK to another host: %m");
