@@ -39,6 +39,14 @@
 #define SR_MAX_SRQS	      (1u << 17)
 #define SR_ARENA_DEFAULT_SIZE (8ull << 30) /* sparse memfd: pages cost only when touched */
 
+/* The RoCEv2 engine's receive sockets: a SO_REUSEPORT group on UDP 4791
+ * whose kernel-side program steers a datagram by bits of its BTH
+ * destination QPN (SR_QPN_MEMBER_SHIFT, core/idalloc.h) to the member of
+ * the process that owns the QP (docs/architecture.md, "The receive half").
+ * Member 0 is the engine's alone (QP1, multicast, what a process without a
+ * member of its own owns). */
+#define SR_RX_MEMBERS 16
+
 /* The last SR_EPOCH_OVERFLOW_SLOTS epoch slots: one per process, shared by
  * its threads when the others are all taken (src/shm/epoch.h). */
 #define SR_EPOCH_OVERFLOW_SLOTS 256
@@ -421,6 +429,25 @@ struct sr_epoch_slot {
 };
 static_assert(sizeof(struct sr_epoch_slot) == SR_CACHELINE, "one slot per line");
 
+/* One member of the engine's receive socket group (SR_RX_MEMBERS), in the
+ * arena.  poll_at: when a thread of the process it is lent to last polled
+ * (ns, CLOCK_MONOTONIC; 0: its threads sleep); while that is recent the
+ * engine leaves the socket to them (lent).  hold: whoever reads the socket
+ * and processes what it read holds it (the CLOCK_MONOTONIC time it took it;
+ * 0: free), so that a QP's datagrams are handled in the order they came
+ * (UC loses a message to a gap).  Nobody waits for it: a reader that finds
+ * it held leaves the datagrams to the holder, and one held longer than
+ * SR_RX_HOLD_STALE_NS (its holder stopped or preempted) may be taken over:
+ * what the old holder read is then handled late, as a network reorders. */
+struct sr_rx_member {
+	alignas(SR_CACHELINE) _Atomic uint64_t poll_at;
+	_Atomic uint64_t poll_since; /* when its threads' current polling began */
+	_Atomic uint64_t hold;
+	_Atomic uint64_t pkts;	 /* datagrams read from it, by anyone */
+	_Atomic uint32_t lent;	 /* the engine leaves it to the process now */
+	_Atomic uint32_t missed; /* the engine found it held (engine/rx_member.h) */
+};
+
 /* A UD datagram to another host that the posting thread hands to the
  * engine instead of sending it itself, while the engine's transmit taps
  * (fault injection, capture) are on: the cell of a bounded multi-producer
@@ -478,21 +505,14 @@ struct sr_arena_hdr {
 	_Atomic uint64_t udtx_full;	 /* queue full: datagram dropped */
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_head;
 	alignas(SR_CACHELINE) _Atomic uint64_t udtx_tail;
-	/* The receive half (src/shm/wire_rx.c): a thread polling a CQ of a
-	 * process with wire QPs reads the engine's socket itself and runs the
-	 * engine's code on what it gets.  rx_poll_at: when one last did (ns,
-	 * CLOCK_MONOTONIC; 0: one is going to sleep); while it is recent the
-	 * engine leaves the socket to them.  What only the engine can take
-	 * (QP1's MADs, multicast) they queue on rxfwd (struct sr_udtx_slot:
-	 * qpn holds the UDP source port, paylen the datagram's length); what
-	 * they count they add to app_cnt and app_drops, which `softrdma
-	 * status` adds to the engine's own counters. */
-	alignas(SR_CACHELINE) _Atomic uint64_t rx_poll_at;
-	/* held by whoever reads the socket and processes what it read (the
-	 * engine or a receive half): one reader at a time keeps a QP's
-	 * datagrams in the order they came (UC loses a message to a gap) */
-	struct sr_lock rx_lock;
-	_Atomic uint32_t rx_lent; /* the engine leaves its socket to them now */
+	/* The receive half (src/shm/wire_rx.c): a thread polling a CQ reads
+	 * its process's member of the engine's socket group and runs the
+	 * engine's code on what it gets (struct sr_rx_member).  What only the
+	 * engine can take (QP1's MADs, multicast) they queue on rxfwd (struct
+	 * sr_udtx_slot: qpn holds the UDP source port, paylen the datagram's
+	 * length); what they count they add to app_cnt and app_drops, which
+	 * `softrdma status` adds to the engine's own counters. */
+	struct sr_rx_member rx_members[SR_RX_MEMBERS];
 	alignas(SR_CACHELINE) _Atomic uint64_t app_cnt[16]; /* engine.h enum sr_eng_cnt */
 	_Atomic uint64_t app_drops[16];			    /* wire/bth.h enum sr_drop */
 	_Atomic uint64_t rxfwd_full;			    /* queue full: datagram dropped */
@@ -537,7 +557,9 @@ static inline uint32_t sr_arena_layout_version(void)
 	    offsetof(struct sr_arena_hdr, epoch),
 	    offsetof(struct sr_arena_hdr, db_ring),
 	    offsetof(struct sr_arena_hdr, udtx_head),
-	    offsetof(struct sr_arena_hdr, rx_poll_at),
+	    offsetof(struct sr_arena_hdr, rx_members),
+	    sizeof(struct sr_rx_member),
+	    SR_RX_MEMBERS,
 	    offsetof(struct sr_arena_hdr, rxfwd_head),
 	    sizeof(struct sr_udtx_slot),
 	    SR_UDTX_SLOTS,

@@ -31,7 +31,7 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 9u
+#define SR_PROTO_VERSION 10u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 /* An MR is a list of segments, one per memfd backing it spans (earlier
@@ -100,8 +100,9 @@ enum sr_op {
 	SR_OP_CLOSE_XRCD, /* handle: EBUSY while SRQs or QPs were made through it */
 	SR_OP_OPEN_QP,	  /* handle: an XRC_RECV QPN; u.open_qp; rep.u.qp as CREATE_QP */
 	SR_OP_CM_JOIN,	  /* u.cm.dst: an IP multicast group; queues MULTICAST_JOIN */
-	SR_OP_WIRE_RX,	  /* fds[0] in the reply: the RoCEv2 engine's receive socket
-			     (shm/wire_rx.c); -ENODEV without an engine */
+	SR_OP_WIRE_RX,	  /* fds[0] in the reply: the caller's member of the RoCEv2
+			     engine's receive socket group, handle its index
+			     (shm/wire_rx.c); -ENODEV without one */
 	SR_OP_MAX
 };
 

@@ -26,6 +26,10 @@
 
 _Static_assert(SR_KEY_INDEX_SHIFT + SR_KEY_INDEX_BITS == 32, "key layout");
 _Static_assert(SR_QPN_TAG_SHIFT + SR_QPN_TAG_BITS == 24, "QPN layout");
+_Static_assert(SR_QPN_MEMBER_SHIFT + SR_QPN_MEMBER_BITS == 24 &&
+		   SR_QPN_MEMBER_SHIFT > SR_QPN_TAG_SHIFT &&
+		   1u << SR_QPN_MEMBER_BITS == SR_RX_MEMBERS,
+	       "QPN member bits");
 
 static uint64_t sr_idalloc_words(uint32_t limit)
 {

@@ -65,6 +65,24 @@ static inline uint32_t sr_qpn_index(uint32_t qpn)
 {
 	return qpn & SR_QPN_INDEX_MAX;
 }
+/*
+ * The top SR_QPN_MEMBER_BITS of a QPN's 7 tag bits name the member of the
+ * RoCEv2 engine's receive socket group its datagrams are steered to
+ * (layout.h, SR_RX_MEMBERS; wire/udp.c, sr_udp_steer); the 3 below them
+ * stay random.  sr_qpn_member_rnd gives sr_qpn_make's rnd for a member.
+ */
+#define SR_QPN_MEMBER_SHIFT 20
+#define SR_QPN_MEMBER_BITS  4
+static inline uint32_t sr_qpn_member_rnd(uint32_t member, uint32_t rnd)
+{
+	return member << (SR_QPN_MEMBER_SHIFT - SR_QPN_INDEX_BITS) |
+	       (rnd & ((1u << (SR_QPN_MEMBER_SHIFT - SR_QPN_INDEX_BITS)) - 1));
+}
+static inline uint32_t sr_qpn_member(uint32_t qpn)
+{
+	return qpn == 0xFFFFFF ? 0
+			       : (qpn >> SR_QPN_MEMBER_SHIFT) & ((1u << SR_QPN_MEMBER_BITS) - 1);
+}
 uint32_t
 sr_random32(void); /* from getrandom(2) (GRND_NONBLOCK), falling back to a seeded xorshift */
 

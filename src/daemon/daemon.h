@@ -128,6 +128,7 @@ struct sr_client {
 	struct sr_req *deferred;
 	struct sr_mr_seg *staged; /* MR_SEGS records for the next REG_MR or REREG_MR */
 	uint32_t nstaged;
+	uint32_t rx_member; /* its member of the engine's socket group (0: none) */
 	struct sr_client *next;
 };
 
@@ -155,6 +156,7 @@ struct sr_daemon {
 	struct sr_cm *cm; /* the connection manager (cm/) */
 	struct sr_xrcd_dom *xrcds;
 	uint32_t next_xrcd_id;
+	uint32_t rx_members_used, rx_member_last; /* objects.c, rx_member */
 };
 
 /* device.c */

@@ -1054,12 +1054,53 @@ static void srq_destroy(struct sr_daemon *d, struct sr_obj *o)
 }
 
 /*
+ * The member of the RoCEv2 engine's receive socket group that c's QPs'
+ * datagrams are steered to (layout.h, SR_RX_MEMBERS; their QPNs name it):
+ * one of its own from its first QP while one is free, so that its polling
+ * threads read only its own datagrams (shm/wire_rx.c); else the engine's
+ * (0).  Members go round, so that a freed one is not reused at once (late
+ * datagrams for its old QPs find unknown QPNs).
+ */
+static uint32_t rx_member(struct sr_daemon *d, struct sr_client *c)
+{
+	unsigned n = sr_engine_rx_members();
+
+	if (c->rx_member || c->internal || n < 2)
+		return c->rx_member;
+	for (unsigned i = 1; i < n; i++) {
+		unsigned m = 1 + (d->rx_member_last + i - 1) % (n - 1);
+		struct sr_rx_member *mb = &((struct sr_arena_hdr *)d->arena)->rx_members[m];
+
+		if (d->rx_members_used & 1u << m)
+			continue;
+		d->rx_members_used |= 1u << m;
+		d->rx_member_last = m;
+		c->rx_member = m;
+		atomic_store_explicit(&mb->poll_at, 0, memory_order_relaxed);
+		break;
+	}
+	return c->rx_member;
+}
+
+static void rx_member_release(struct sr_daemon *d, struct sr_client *c)
+{
+	struct sr_rx_member *mb = &((struct sr_arena_hdr *)d->arena)->rx_members[c->rx_member];
+
+	if (!c->rx_member)
+		return;
+	atomic_store_explicit(&mb->poll_at, 0, memory_order_relaxed);
+	d->rx_members_used &= ~(1u << c->rx_member);
+	c->rx_member = 0;
+	sr_engine_kick(); /* it reads the member from now on */
+}
+
+/*
  * The random tag bits of a QPN.  SOFTRDMA_TEST_QPN_TAG=N (tests only) fixes
  * them, so two fresh daemons number their first QPs alike: the two-host
  * tests use it to give a local QP the number of a remote peer and check
  * that the peer's traffic is routed by GID first (docs/architecture.md).
  */
-static uint32_t qpn_tag(void)
+static uint32_t qpn_tag(struct sr_daemon *d, struct sr_client *c)
 {
 	static int fixed = -1;
 	static uint32_t tag;
@@ -1070,7 +1111,7 @@ static uint32_t qpn_tag(void)
 		fixed = v && *v;
 		tag = fixed ? (uint32_t)strtoul(v, NULL, 0) : 0;
 	}
-	return fixed ? tag : sr_random32();
+	return fixed ? tag : sr_qpn_member_rnd(rx_member(d, c), sr_random32());
 }
 
 /* ---- QP ---- */
@@ -1169,7 +1210,7 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 		obj_hold(o, rcq);
 	if (srq)
 		obj_hold(o, srq);
-	o->handle = sr_qpn_make(idx, qpn_tag());
+	o->handle = sr_qpn_make(idx, qpn_tag(d, c));
 	o->u.shm.off = off;
 	o->u.shm.size = got;
 	o->u.shm.eng_off = eng_off;
@@ -1881,10 +1922,11 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 	case SR_OP_CLOSE_FD:
 		ret = do_destroy(d, c, SR_OBJ_FD, req->handle);
 		break;
-	case SR_OP_WIRE_RX: /* a receive half reads the engine's socket (shm/wire_rx.c) */
-		out_fds[0] = sr_engine_rx_fd();
+	case SR_OP_WIRE_RX: /* a receive half reads its member (shm/wire_rx.c) */
+		out_fds[0] = c->rx_member ? sr_engine_rx_fd(c->rx_member) : -1;
 		ret = out_fds[0] < 0 ? -ENODEV : 0;
 		nout = ret ? 0 : 1;
+		rep.handle = c->rx_member;
 		break;
 	case SR_OP_ALLOC_PD:
 		ret = do_alloc_pd(d, c, &rep);
@@ -1992,6 +2034,7 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 	free(c->staged);
 	c->staged = NULL;
 	c->nstaged = 0;
+	rx_member_release(d, c);
 	if (n)
 		sr_info("client %u (pid %d) gone: reclaimed %u objects", c->id, (int)c->pid, n);
 	/* its last connection: no thread of it can be inside the data path

@@ -23,16 +23,19 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "core/log.h"
 #include "core/shmlock.h"
 #include "engine/ctl.h"
 #include "engine/doorbell.h"
 #include "engine/fault.h"
+#include "engine/rx_member.h"
 #include "core/daemon_link.h"
 #include "core/idalloc.h"
 #include "engine/engine.h"
@@ -167,23 +170,31 @@ static void rx_tapped(struct sr_engine *e, uint8_t *buf, uint32_t len, const uin
 		sr_eng_rx_one(e, buf, len, sgid, dgid, sport);
 }
 
-/* Takes what the socket holds, up to a batch: true if it took any; *more
- * says whether the socket may hold more (a full batch). */
-static bool rx_batch(struct sr_engine *e, bool *more)
+/* Takes what member m holds, up to a batch: true if it took any; *more
+ * says whether it may hold more (a full batch).  A member a receive half
+ * holds is left to it (rx_member.h). */
+static bool rx_batch(struct sr_engine *e, unsigned m, bool *more)
 {
-	struct sr_arena_hdr *h = e->arena;
+	struct sr_rx_member *mb = &((struct sr_arena_hdr *)e->arena)->rx_members[m];
+	uint64_t hold = 0;
 	int n;
 
-	/* one reader at a time: receive halves read it too (rx_lock) */
-	sr_shm_lock(&h->rx_lock);
-	n = sr_eng_rx_read(e, e->rx_sock, rx_slots, SR_ENG_RX_BATCH, rx_tapped);
+	*more = false;
+	if (m && !(hold = sr_rx_take_or_leave(mb, e->now))) {
+		sr_eng_count(&e->rx_left_held, 1);
+		return false;
+	}
+	n = sr_eng_rx_read(e, e->rx_socks[m], rx_slots, SR_ENG_RX_BATCH, rx_tapped);
 	if (n > 0) {
 		sr_eng_resp_acks(e);
 		/* its answers leave before a later reader's (READ responses
 		 * out of order would be asked for again) */
 		sr_eng_flush_tx(e);
+		atomic_fetch_add_explicit(&mb->pkts, (uint64_t)n, memory_order_relaxed);
+		e->rx_own[m] += (uint64_t)n;
 	}
-	sr_shm_unlock(&h->rx_lock);
+	if (hold)
+		sr_rx_give(mb, hold); /* (missed is only the engine's to set) */
 	*more = n == SR_ENG_RX_BATCH;
 	return n > 0;
 }
@@ -283,29 +294,92 @@ static void run_rxfwd(struct sr_engine *e)
 }
 
 /*
- * Whether the socket is left to receive halves (shm/wire_rx.c): while a
- * thread of an application polled a CQ within SR_ENG_RX_LEND_NS (it reads
- * the socket then, and runs this code on what it gets), the engine takes
- * the socket out of its epoll set, so that their datagrams do not wake
- * it, and looks again every SR_ENG_RX_RECHECK_NS: a poller that stops
- * (blocks, is stopped, exits) has its datagrams taken by the engine
- * within that.  A thread that is about to block clears rx_poll_at and
- * wakes the engine (sr_wire_rx_sleep).  Never while taps are on.
+ * Whether lent member m holds a datagram that its process has not read
+ * for SR_ENG_RX_STRAND_NS: its threads polled a CQ lately, but now watch
+ * memory (a WRITE's target that spins on the data, rsockets' riostream),
+ * and nobody would read it before the engine's next look.  Then it is
+ * taken back at once, and if that keeps happening (its threads took fewer
+ * than SR_ENG_RX_STRAND_READS datagrams since the last time) it is not
+ * lent again for SR_ENG_RX_STRAND_PAUSE_NS: the engine's wake-up costs
+ * less than the wait.
  */
-static bool rx_lend(struct sr_engine *e, bool *lent)
+static bool rx_stranded(struct sr_engine *e, unsigned m, struct sr_rx_member *mb)
+{
+	uint64_t pkts = atomic_load_explicit(&mb->pkts, memory_order_relaxed), apps;
+	int queued = 0;
+
+	if (ioctl(e->rx_socks[m], SIOCINQ, &queued) || queued <= 0 || pkts != e->rx_seen[m] ||
+	    e->now - e->rx_seen_at[m] < SR_ENG_RX_STRAND_NS) {
+		if (pkts != e->rx_seen[m] || queued <= 0) {
+			e->rx_seen[m] = pkts;
+			e->rx_seen_at[m] = e->now;
+		}
+		return false;
+	}
+	sr_eng_count(&e->rx_stranded, 1);
+	apps = pkts - e->rx_own[m];
+	if (apps - e->rx_app_at_strand[m] < SR_ENG_RX_STRAND_READS)
+		e->rx_lend_after[m] = e->now + SR_ENG_RX_STRAND_PAUSE_NS;
+	e->rx_app_at_strand[m] = apps;
+	return true;
+}
+
+/*
+ * Which members are left to receive halves (shm/wire_rx.c): while a thread
+ * of the process a member belongs to polled a CQ within SR_ENG_RX_LEND_NS
+ * (it reads the member then, and runs this code on what it gets), its
+ * threads having polled for SR_ENG_RX_STREAK_NS without a break, or one
+ * holds it now, the engine takes the member out of its epoll set, so that
+ * those datagrams do not wake it, and looks again every
+ * SR_ENG_RX_RECHECK_NS: a poller that stops (blocks, is stopped, exits)
+ * has its datagrams taken by the engine within that, and one that watches
+ * memory instead sooner (rx_stranded).  A thread that is about to block
+ * clears its member's poll_at and wakes the engine (sr_wire_rx_sleep).
+ * Never while taps are on.  Returns whether any member is out.
+ */
+static bool rx_lend(struct sr_engine *e)
 {
 	struct sr_arena_hdr *h = e->arena;
-	uint64_t at = atomic_load_explicit(&h->rx_poll_at, memory_order_relaxed);
-	bool lend = at && (int64_t)(e->now - at) < SR_ENG_RX_LEND_NS && !e->fault && !e->trace;
-	struct epoll_event ev = {.events = EPOLLIN, .data.fd = e->rx_sock};
+	bool taps = e->fault || e->trace;
 
-	if (lend == *lent)
-		return lend;
-	if (epoll_ctl(e->ep_fd, lend ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, e->rx_sock, &ev))
-		return *lent;
-	*lent = lend;
-	atomic_store_explicit(&h->rx_lent, lend, memory_order_relaxed);
-	return lend;
+	for (unsigned m = 1; m < e->nrx; m++) {
+		struct sr_rx_member *mb = &h->rx_members[m];
+		uint64_t at = atomic_load_explicit(&mb->poll_at, memory_order_relaxed);
+		uint64_t since = atomic_load_explicit(&mb->poll_since, memory_order_relaxed);
+		bool lend = !taps && at && (int64_t)(e->now - at) < SR_ENG_RX_LEND_NS &&
+			    (int64_t)(at - since) >= SR_ENG_RX_STREAK_NS &&
+			    e->now >= e->rx_lend_after[m];
+		bool out;
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = m};
+
+		if (lend && (e->rx_out & 1u << m) && rx_stranded(e, m, mb))
+			lend = false;
+		out = lend || (!taps && sr_rx_held(mb, e->now));
+		if (lend && !atomic_load_explicit(&mb->lent, memory_order_relaxed)) {
+			/* a Dekker pair with sr_wire_rx_sleep, which clears
+			 * poll_at, then wakes us if it sees lent: one of the two
+			 * sees the other's store, so a thread going to sleep
+			 * never leaves its datagrams lent to nobody */
+			atomic_store_explicit(&mb->lent, 1, memory_order_relaxed);
+			atomic_thread_fence(memory_order_seq_cst);
+			at = atomic_load_explicit(&mb->poll_at, memory_order_relaxed);
+			lend = at && (int64_t)(e->now - at) < SR_ENG_RX_LEND_NS;
+			out = lend || sr_rx_held(mb, e->now);
+		}
+		if (!lend && atomic_load_explicit(&mb->lent, memory_order_relaxed))
+			atomic_store_explicit(&mb->lent, 0, memory_order_relaxed);
+		if (out == !!(e->rx_out & 1u << m))
+			continue;
+		if (epoll_ctl(e->ep_fd, out ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, e->rx_socks[m], &ev))
+			continue;
+		e->rx_out ^= 1u << m;
+		if (out) {
+			sr_eng_count(&e->rx_lends, 1);
+			e->rx_seen[m] = atomic_load_explicit(&mb->pkts, memory_order_relaxed);
+			e->rx_seen_at[m] = e->now;
+		}
+	}
+	return e->rx_out != 0;
 }
 
 /* Runs due timers; returns the earliest deadline still pending (0: none). */
@@ -382,11 +456,11 @@ static void *engine_main(void *arg)
 {
 	struct sr_engine *e = arg;
 	struct sr_arena_hdr *h = e->arena;
-	struct epoll_event ev[4];
-	/* whether the socket may hold datagrams: not after a look that found
-	 * none, or a wake-up for something else (a doorbell, a MAD to send, a
+	struct epoll_event ev[SR_RX_MEMBERS + 1];
+	/* which members may hold datagrams: not after a look that found none,
+	 * or a wake-up for something else (a doorbell, a MAD to send, a
 	 * timer), which then costs no recvmmsg that finds nothing */
-	bool rx_ready = true, rx_lent = false;
+	uint32_t rx_ready = (1u << e->nrx) - 1; /* by member */
 
 	short_slice();
 	while (!engine_stop) {
@@ -406,7 +480,16 @@ static void *engine_main(void *arg)
 		run_udtx(e);
 		run_rxfwd(e);
 		sr_eng_gsi_turn(e); /* the CM agent's MADs (gsi.c) */
-		busy = rx_ready && rx_batch(e, &rx_ready);
+		busy = false;
+		for (unsigned m = 0; m < e->nrx; m++) {
+			bool more;
+
+			if (!(rx_ready & 1u << m))
+				continue;
+			busy |= rx_batch(e, m, &more);
+			if (!more)
+				rx_ready &= ~(1u << m);
+		}
 		e->now = now_ns();
 		grant_tick(e);
 		next = run_timers(e);
@@ -433,12 +516,12 @@ static void *engine_main(void *arg)
 		if (!sr_db_empty(h) ||
 		    (busy && (rx_ready || atomic_load_explicit(&e->cnt[SR_ENG_TX_PKTS],
 							       memory_order_relaxed) != tx0))) {
-			rx_ready = true;
+			rx_ready = ((1u << e->nrx) - 1) & ~e->rx_out;
 			continue;
 		}
-		/* (taken back, the socket is in the set again: a datagram that
+		/* (taken back, a member is in the set again: a datagram that
 		 * came meanwhile ends the sleep at once) */
-		if (rx_lend(e, &rx_lent)) {
+		if (rx_lend(e)) {
 			uint64_t t = e->now + SR_ENG_RX_RECHECK_NS;
 
 			if (!next || t < next)
@@ -458,12 +541,13 @@ static void *engine_main(void *arg)
 				ts.tv_nsec = (long)(d % 1000000000ull);
 				tp = &ts;
 			}
-			n = epoll_pwait2(e->ep_fd, ev, 4, tp, NULL);
-			rx_ready = n < 0; /* EINTR: look */
+			n = epoll_pwait2(e->ep_fd, ev, SR_RX_MEMBERS + 1, tp, NULL);
+			/* EINTR: look */
+			rx_ready = n < 0 ? ((1u << e->nrx) - 1) & ~e->rx_out : 0;
 			for (int i = 0; i < n; i++)
-				if (ev[i].data.fd == e->rx_sock)
-					rx_ready = true;
-				else if (ev[i].data.fd == e->db_fd) {
+				if (ev[i].data.u32 < SR_RX_MEMBERS)
+					rx_ready |= 1u << ev[i].data.u32;
+				else if (ev[i].data.u32 == SR_RX_MEMBERS) {
 					uint64_t v;
 
 					if (read(e->db_fd, &v, sizeof(v)) < 0)
@@ -479,11 +563,17 @@ static struct sr_engine *_Atomic engine_for_status;
 
 static_assert(SR_ENG_CNT_MAX <= 16 && SR_DROP_MAX <= 16, "sr_arena_hdr.app_cnt, app_drops");
 
-int sr_engine_rx_fd(void)
-{
-	struct sr_engine *e = engine_for_status;
+static unsigned engine_nrx; /* set before the engine thread starts */
+static int engine_rx_socks[SR_RX_MEMBERS];
 
-	return e ? e->rx_sock : -1;
+unsigned sr_engine_rx_members(void)
+{
+	return engine_nrx;
+}
+
+int sr_engine_rx_fd(unsigned member)
+{
+	return member < engine_nrx ? engine_rx_socks[member] : -1;
 }
 
 void sr_engine_status(char *buf, size_t len)
@@ -528,6 +618,21 @@ void sr_engine_status(char *buf, size_t len)
 		    buf + n, len - n, " rx_by_apps %llu rx_handed_full %llu",
 		    (unsigned long long)atomic_load_explicit(&h->app_rx, memory_order_relaxed),
 		    (unsigned long long)atomic_load_explicit(&h->rxfwd_full, memory_order_relaxed));
+	/* datagrams each member of the socket group took (0: the engine's own) */
+	if (n < len)
+		n += (size_t)snprintf(
+		    buf + n, len - n, " rx_lends %llu rx_left_held %llu rx_stranded %llu",
+		    (unsigned long long)atomic_load_explicit(&e->rx_lends, memory_order_relaxed),
+		    (unsigned long long)atomic_load_explicit(&e->rx_left_held,
+							     memory_order_relaxed),
+		    (unsigned long long)atomic_load_explicit(&e->rx_stranded,
+							     memory_order_relaxed));
+	if (n < len)
+		n += (size_t)snprintf(buf + n, len - n, " rx_members %u rx_by_member", e->nrx);
+	for (unsigned m = 0; m < e->nrx && n < len; m++)
+		n += (size_t)snprintf(buf + n, len - n, "%c%llu", m ? ',' : ' ',
+				      (unsigned long long)atomic_load_explicit(
+					  &h->rx_members[m].pkts, memory_order_relaxed));
 	if (n < len)
 		n += (size_t)snprintf(
 		    buf + n, len - n, " ud_queue_full %llu",
@@ -590,10 +695,12 @@ static void *engine_boot(void *arg)
 		return NULL;
 	}
 	((struct sr_arena_hdr *)e->arena)->engine_fd_id = fd_id;
-	ev.data.fd = e->db_fd;
+	ev.data.u32 = SR_RX_MEMBERS;
 	epoll_ctl(e->ep_fd, EPOLL_CTL_ADD, e->db_fd, &ev);
-	ev.data.fd = e->rx_sock;
-	epoll_ctl(e->ep_fd, EPOLL_CTL_ADD, e->rx_sock, &ev);
+	for (unsigned m = 0; m < e->nrx; m++) {
+		ev.data.u32 = m;
+		epoll_ctl(e->ep_fd, EPOLL_CTL_ADD, e->rx_socks[m], &ev);
+	}
 	return engine_main(e);
 }
 
@@ -601,7 +708,6 @@ static void *engine_start_thread(void *arg)
 {
 	struct sr_engine *e = arg;
 	int sock = e->rx_sock; /* carried in rx_sock until the context is open */
-	uint16_t port;
 	int ret;
 
 	e->rx_sock = -1;
@@ -610,14 +716,20 @@ static void *engine_start_thread(void *arg)
 		sr_err("engine: cannot open its context: %s", strerror(-ret));
 		return NULL;
 	}
-	e->rx_sock = sr_udp_socket(SR_ROCE_PORT, &port);
-	if (e->rx_sock < 0) {
+	if (!engine_nrx) {
 		sr_err("engine: cannot bind UDP port %d: %s; RoCEv2 is off on this host",
-		       SR_ROCE_PORT, strerror(-e->rx_sock));
+		       SR_ROCE_PORT, strerror(-engine_rx_socks[0]));
 		return NULL;
 	}
-	if (sr_udp_gro(e->rx_sock))
-		sr_info("engine: no UDP GRO on this kernel: one datagram per receive");
+	e->nrx = engine_nrx;
+	memcpy(e->rx_socks, engine_rx_socks, sizeof(e->rx_socks));
+	e->rx_sock = e->rx_socks[0];
+	/* GRO on every member: the kernel coalesces before it picks one */
+	for (unsigned m = 0; m < e->nrx; m++)
+		if (sr_udp_gro(e->rx_socks[m]) && !m)
+			sr_info("engine: no UDP GRO on this kernel: one datagram per receive");
+	if (e->nrx == 1)
+		sr_info("engine: no SO_REUSEPORT group: applications' threads read nothing");
 	for (int i = 0; i < SR_ENG_SOCKS; i++) {
 		e->socks[i] = sr_udp_socket(0, &e->sports[i]);
 		if (e->socks[i] < 0) {
@@ -648,6 +760,12 @@ int sr_engine_start(int sock)
 	if (!e->slots || e->db_fd < 0 || e->ep_fd < 0)
 		return -ENOMEM;
 	engine_db_fd = e->db_fd;
+	/* bound now: the daemon gives processes members before the thread runs */
+	ret =
+	    sr_udp_socket_group(SR_ROCE_PORT, SR_QPN_MEMBER_SHIFT, engine_rx_socks, SR_RX_MEMBERS);
+	engine_nrx = ret > 0 ? (unsigned)ret : 0;
+	if (ret < 0)
+		engine_rx_socks[0] = ret; /* the thread says why */
 	ret = sr_eng_gsi_init();
 	if (ret)
 		return ret;

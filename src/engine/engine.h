@@ -71,6 +71,15 @@ struct sr_pcap;
  * engine looks again this often while one does. */
 #define SR_ENG_RX_LEND_NS    200000
 #define SR_ENG_RX_RECHECK_NS 300000
+/* ... once its threads have polled this long without a break */
+#define SR_ENG_RX_STREAK_NS 50000
+/* A lent member holding a datagram that its process has not read for this
+ * long is taken back (its threads watch memory, not a CQ); if they took
+ * fewer than SR_ENG_RX_STRAND_READS datagrams since the last time, it is
+ * not lent for SR_ENG_RX_STRAND_PAUSE_NS. */
+#define SR_ENG_RX_STRAND_NS	  20000
+#define SR_ENG_RX_STRAND_READS	  8
+#define SR_ENG_RX_STRAND_PAUSE_NS 20000000
 
 /* Port counters of the engine (`softrdma status`). */
 enum sr_eng_cnt {
@@ -233,7 +242,23 @@ struct sr_engine {
 	 * requests, timers and grants' upkeep to the engine */
 	bool app;
 	void *arena;
+	/* the receive socket group (layout.h, SR_RX_MEMBERS): nrx members,
+	 * rx_sock = rx_socks[0]; rx_out: the members out of the epoll set
+	 * (lent to a process that polls, or held by it) */
 	int rx_sock;
+	int rx_socks[SR_RX_MEMBERS];
+	unsigned nrx;
+	uint32_t rx_out;
+	/* members lent (taken out of the set for a polling process), looks
+	 * that found a member held, members taken back with datagrams
+	 * stranded in them (status: rx_lends, rx_left_held, rx_stranded) */
+	_Atomic uint64_t rx_lends, rx_left_held, rx_stranded;
+	/* per member (engine.c, rx_lend): its pkts at the engine's last look
+	 * and when; datagrams the engine itself took from it; the processes'
+	 * reads at its last stranding; no lending before this time */
+	uint64_t rx_seen[SR_RX_MEMBERS], rx_seen_at[SR_RX_MEMBERS];
+	uint64_t rx_own[SR_RX_MEMBERS], rx_app_at_strand[SR_RX_MEMBERS];
+	uint64_t rx_lend_after[SR_RX_MEMBERS];
 	int socks[SR_ENG_SOCKS];
 	uint16_t sports[SR_ENG_SOCKS];
 	int db_fd, ep_fd;
@@ -407,8 +432,13 @@ uint64_t sr_engine_gsi_dropped(void);
 /* The daemon's side: starts the engine thread (its context connected to
  * the daemon through `sock`), or returns -errno. */
 int sr_engine_start(int sock);
-/* The engine's receive socket (receive halves get it, SR_OP_WIRE_RX), or -1. */
-int sr_engine_rx_fd(void);
+/* How many members the engine's receive socket group has (0: no engine
+ * socket; 1: no group, member 0 takes everything); the daemon gives a
+ * process member m > 0 (its QPNs say so, core/idalloc.h), and
+ * sr_engine_rx_fd(m) is the socket its receive halves read
+ * (SR_OP_WIRE_RX), or -1. */
+unsigned sr_engine_rx_members(void);
+int sr_engine_rx_fd(unsigned member);
 /* Appends the engine's port counters to buf as one line (none: nothing). */
 void sr_engine_status(char *buf, size_t len);
 /* The first QP of this host joined MGID (join) or the last one left it:

@@ -15,6 +15,7 @@
 #include "core/prefetch.h"
 #include "core/shmlock.h"
 #include "engine/doorbell.h"
+#include "shm/wire_rx.h"
 #include "shm/wire_tx.h"
 #include "shm/epoch.h"
 #include "shm/fdcache.h"
@@ -402,8 +403,8 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	sr_shm_lock(&s->rq.prod_lock);
 	ret = post_recv_ring(ctx, &s->rq, wr, bad_wr);
 	sr_shm_unlock(&s->rq.prod_lock);
-	if (s->wire && !atomic_load_explicit(&ctx->wire_rx_want, memory_order_relaxed))
-		atomic_store_explicit(&ctx->wire_rx_want, 1, memory_order_relaxed); /* wire_rx.c */
+	if (s->wire)
+		sr_wire_rx_posted(ctx);
 	if (state == IBV_QPS_ERR) {
 		sr_rq_flush(ctx->arena, s, sr_signal_fd, ctx);
 	} else if (take_waiting(&s->rq) && !s->wire) {

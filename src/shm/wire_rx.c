@@ -1,37 +1,37 @@
 /*
  * The receive half of placement (b) (docs/architecture.md, "The receive
  * half"): a thread that polls a CQ and finds it empty, in a process with
- * QPs whose peers are on other hosts, reads the RoCEv2 engine's socket
- * itself and runs the engine's own code (engine/core.c, req.c, resp.c) on
- * what it gets, under each QP's wtx_lock, with the QP's transport state in
- * the arena.  The ACK and the peer's next request that a ping-pong waits
- * for then land and complete in the polling thread, and no thread is woken
- * for them: on a machine whose CPUs are busy polling, that wake-up was
- * most of a message's latency.
+ * QPs whose peers are on other hosts, reads its process's member of the
+ * RoCEv2 engine's socket group itself and runs the engine's own code
+ * (engine/core.c, req.c, resp.c) on what it gets, under each QP's
+ * wtx_lock, with the QP's transport state in the arena.  The ACK and the
+ * peer's next request that a ping-pong waits for then land and complete in
+ * the polling thread, and no thread is woken for them: on a machine whose
+ * CPUs are busy polling, that wake-up was most of a message's latency.
  *
- * The socket is the engine's, shared (SR_OP_WIRE_RX hands it over), so a
- * thread takes whatever datagram comes first, for any QP of the host: it
- * can, as the same-host executor can execute into any process's memory
- * (the key table, mrmap.c).  What only the engine takes (QP1's MADs for
- * the daemon's CM agent, multicast) goes to it through the arena (rxfwd).
+ * The daemon gives each process a member of the group (SR_OP_WIRE_RX), and
+ * numbers its QPs so that the kernel steers their datagrams to it
+ * (wire/udp.c, sr_udp_steer), so a thread reads its own process's traffic:
+ * one preempted or stopped holds up nobody else's.  A datagram for another
+ * process's QP (a kernel that coalesced two flows) is processed all the
+ * same: the same-host executor can execute into any process's memory (the
+ * key table, mrmap.c).  What only the engine takes (QP1's MADs for the
+ * daemon's CM agent, multicast) goes to it through the arena (rxfwd).
  * This thread's part of the protocol is the responder's (execution, ACKs,
  * NAKs, READ responses) and the completer's (completions); requests are
  * sent by the engine or, for a ping-pong, by the posting thread (wire_tx.c)
  * as before, so a QP's requests never leave from two sockets at once.
  * What the engine must take over (something to send, a timer it does not
  * know, a grant it must keep) it is told through the doorbell after the
- * batch.  While threads poll, the engine leaves the socket to them; a
+ * batch.  While threads poll, the engine leaves the member to them; a
  * thread about to block in the kernel tells it so (sr_wire_rx_sleep), and
  * one that stops polling otherwise has its datagrams taken by the engine
- * within SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).
+ * within SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).  One reader of a member
+ * at a time (engine/rx_member.h), and nobody waits for another.
  *
  * Off while the engine's taps are on (a capture, fault injection, rx_taps):
- * every datagram then goes through the engine.  Off unless
- * SOFTRDMA_WIRE_RX=1: on a machine with more busy threads than CPUs, a
- * polling thread preempted while it holds rx_lock (or the datagrams it
- * read) stalls the host's receive path for its time off the CPU, and a
- * ping-pong then ran 3-20x slower (docs/architecture.md, "The receive
- * half").
+ * every datagram then goes through the engine.  SOFTRDMA_WIRE_RX=0 turns
+ * it off.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -45,6 +45,7 @@
 #include "core/thread_obj.h"
 #include "engine/doorbell.h"
 #include "engine/engine.h"
+#include "engine/rx_member.h"
 #include "shm/exec.h"
 #include "shm/fdcache.h"
 #include "shm/wire_rx.h"
@@ -59,8 +60,9 @@ struct rx_half {
 	uint64_t serial; /* ctx's: a closed context's address may come back */
 	struct sr_engine e;
 	uint64_t shown_cnt[SR_ENG_CNT_MAX], shown_drops[SR_DROP_MAX];
-	uint64_t poll_noted; /* when this thread last wrote rx_poll_at */
-	bool kick;	     /* it queued datagrams for the engine */
+	uint64_t poll_noted;  /* when this thread last wrote its member's poll_at */
+	uint32_t posted_seen; /* ctx->wire_posted at its last poll */
+	bool kick;	      /* it queued datagrams for the engine */
 	struct sr_eng_rxbuf b[RX_BUFS];
 };
 
@@ -68,7 +70,7 @@ static bool rx_on(void)
 {
 	static int on = -1;
 
-	return sr_env_set("SOFTRDMA_WIRE_RX", &on);
+	return sr_env_on("SOFTRDMA_WIRE_RX", &on);
 }
 
 static void half_fini(struct rx_half *r)
@@ -111,6 +113,7 @@ static struct rx_half *half(struct sr_context *ctx)
 	memset(&r->e, 0, sizeof(r->e));
 	memset(r->shown_cnt, 0, sizeof(r->shown_cnt));
 	memset(r->shown_drops, 0, sizeof(r->shown_drops));
+	r->poll_noted = 0;
 	r->ctx = NULL;
 	r->e.slots = calloc(SR_MAX_QPS, sizeof(*r->e.slots));
 	if (!r->e.slots)
@@ -129,7 +132,8 @@ static struct rx_half *half(struct sr_context *ctx)
 	return r;
 }
 
-/* The engine's socket for ctx, asked of the daemon once (-1: none). */
+/* ctx's member of the engine's socket group, asked of the daemon once
+ * (-1: none). */
 static int rx_sock(struct sr_context *ctx)
 {
 	uint32_t st = atomic_load_explicit(&ctx->wire_rx_state, memory_order_acquire);
@@ -143,10 +147,13 @@ static int rx_sock(struct sr_context *ctx)
 	if (!atomic_load_explicit(&ctx->wire_rx_state, memory_order_relaxed)) {
 		memset(&req, 0, sizeof(req));
 		req.op = SR_OP_WIRE_RX;
-		if (!sr_ctx_request(ctx, &req, &rep, NULL, 0, &fd, &nfds) && nfds == 1 && fd >= 0)
+		if (!sr_ctx_request(ctx, &req, &rep, NULL, 0, &fd, &nfds) && nfds == 1 && fd >= 0 &&
+		    rep.handle && rep.handle < SR_RX_MEMBERS) {
 			ctx->wire_rx_fd = fd;
-		else if (fd >= 0)
+			ctx->wire_rx_member = rep.handle;
+		} else if (fd >= 0) {
 			close(fd);
+		}
 		atomic_store_explicit(&ctx->wire_rx_state, ctx->wire_rx_fd >= 0 ? 1 : 2,
 				      memory_order_release);
 	}
@@ -269,7 +276,10 @@ static uint64_t now_ns(void)
 int sr_wire_rx_poll(struct sr_context *ctx)
 {
 	struct sr_arena_hdr *h = ctx->arena;
+	struct sr_rx_member *mb;
 	struct rx_half *r;
+	uint64_t hold;
+	uint32_t posted;
 	int sock, n;
 
 	if (!atomic_load_explicit(&ctx->wire_rx_want, memory_order_relaxed) || !rx_on() ||
@@ -279,32 +289,57 @@ int sr_wire_rx_poll(struct sr_context *ctx)
 	r = sock >= 0 ? half(ctx) : NULL;
 	if (!r)
 		return 0;
+	mb = &h->rx_members[ctx->wire_rx_member];
 	r->e.now = now_ns();
-	/* the engine leaves the socket to pollers: say so, not on every
-	 * look (one cache line for the whole host) */
-	if (r->e.now - r->poll_noted > SR_ENG_RX_LEND_NS / 8) {
-		atomic_store_explicit(&h->rx_poll_at, r->e.now, memory_order_relaxed);
-		r->poll_noted = r->e.now;
-	}
 	/* its ACKs that waited for a request in vain go now (resp.c) */
 	if (r->e.dacks) {
 		sr_eng_resp_dacks(&r->e);
 		sr_eng_flush_tx(&r->e);
 	}
-	/* another reader is at it (a thread, the engine): what it takes it
-	 * processes, in order (rx_lock) */
-	if (sr_shm_trylock(&h->rx_lock))
+	/* the poll right after this thread posted (or another one did)
+	 * looks next time: the peer cannot have answered yet */
+	posted = atomic_load_explicit(&ctx->wire_posted, memory_order_relaxed);
+	if (posted != r->posted_seen) {
+		r->posted_seen = posted;
 		return 0;
-	n = sr_eng_rx_read(&r->e, sock, r->b, RX_BUFS, take);
-	if (n > 0) {
-		sr_eng_resp_acks(&r->e);
-		/* before any grant (no posting thread overtakes it) and before
-		 * a later reader's answers */
-		sr_eng_flush_tx(&r->e);
 	}
-	sr_shm_unlock(&h->rx_lock);
+	/* the engine leaves the member to pollers that keep polling: say so,
+	 * not on every look (one cache line for the process's threads), and
+	 * when this polling began (a thread that looks a few times before it
+	 * sleeps, as rsockets' blocking calls do, is not worth lending to:
+	 * engine.c, rx_lend) */
+	if (r->e.now - r->poll_noted > SR_ENG_RX_LEND_NS / 8) {
+		uint64_t last = atomic_load_explicit(&mb->poll_at, memory_order_relaxed);
+
+		if (!last || r->e.now - last > SR_ENG_RX_LEND_NS)
+			atomic_store_explicit(&mb->poll_since, r->e.now, memory_order_relaxed);
+		atomic_store_explicit(&mb->poll_at, r->e.now, memory_order_relaxed);
+		r->poll_noted = r->e.now;
+	}
+	/* another reader is at it (a thread, the engine): what it takes it
+	 * processes, in order */
+	n = 0;
+	for (int looks = 0; looks < 4; looks++) {
+		int got;
+
+		hold = sr_rx_take(mb, r->e.now);
+		if (!hold)
+			break;
+		got = sr_eng_rx_read(&r->e, sock, r->b, RX_BUFS, take);
+		if (got > 0) {
+			n += got;
+			sr_eng_resp_acks(&r->e);
+			/* before any grant (no posting thread overtakes it)
+			 * and before a later reader's answers */
+			sr_eng_flush_tx(&r->e);
+		}
+		/* the engine left a datagram to us that came after our look */
+		if (!sr_rx_give(mb, hold))
+			break;
+	}
 	if (n <= 0)
 		return 0;
+	atomic_fetch_add_explicit(&mb->pkts, (uint64_t)n, memory_order_relaxed);
 	atomic_fetch_add_explicit(&h->app_rx, (uint64_t)n, memory_order_relaxed);
 	hand_over(r);
 	return n;
@@ -313,17 +348,20 @@ int sr_wire_rx_poll(struct sr_context *ctx)
 void sr_wire_rx_sleep(struct sr_context *ctx)
 {
 	struct sr_arena_hdr *h = ctx->arena;
-
+	struct sr_rx_member *mb;
 	struct rx_half *r;
 
 	if (atomic_load_explicit(&ctx->wire_rx_state, memory_order_relaxed) != 1)
 		return;
-	atomic_store_explicit(&h->rx_poll_at, 0, memory_order_relaxed);
+	mb = &h->rx_members[ctx->wire_rx_member];
+	atomic_store_explicit(&mb->poll_at, 0, memory_order_relaxed);
 	r = sr_thread_obj_peek(&halves);
 	if (r)
-		r->poll_noted = 0; /* its next poll says so again at once */
-	/* the engine lent its socket: take it back before this thread sleeps */
-	if (atomic_load_explicit(&h->rx_lent, memory_order_relaxed) && sr_db_sleeping(h) &&
-	    h->engine_fd_id)
+		r->poll_noted = 0; /* when it polls again, it says so at once */
+	/* the engine lent the member: it takes it back before this thread
+	 * sleeps (a Dekker pair with engine.c's rx_lend; the engine may be
+	 * on its way to sleep, so it is woken whether it said so or not) */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&mb->lent, memory_order_relaxed) && h->engine_fd_id)
 		sr_fdcache_signal(ctx, h->engine_fd_id);
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
+#include "shm/wire_rx.h"
 #include "shm/wire_tx.h"
 #include "core/log.h"
 #include "core/shmlock.h"
@@ -182,9 +183,9 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	bool all = false;
 
 	/* this process has QPs on the wire: its pollers read the engine's
-	 * socket from now on (wire_rx.c) */
-	if (!atomic_load_explicit(&ctx->wire_rx_want, memory_order_relaxed))
-		atomic_store_explicit(&ctx->wire_rx_want, 1, memory_order_relaxed);
+	 * socket from now on, but not in the poll right after a post
+	 * (wire_rx.c) */
+	sr_wire_rx_posted(ctx);
 	if (s->type != IBV_QPT_RC || atomic_load_explicit(&h->wire_taps, memory_order_relaxed) ||
 	    sr_exec_wire_sock(NULL) < 0)
 		return false;

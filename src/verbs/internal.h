@@ -46,12 +46,16 @@ struct sr_context {
 	/* the receive half (shm/wire_rx.c): this context's number among the
 	 * process's (threads' records name it, not its address, which a
 	 * later context may reuse); whether it has QPs on the wire (set by
-	 * posting to one); the engine's socket once asked for (state 0: not
-	 * yet, 1: wire_rx_fd, 2: none) */
+	 * posting to one); its member of the engine's socket group once
+	 * asked for (state 0: not yet, 1: wire_rx_fd, member wire_rx_member;
+	 * 2: none) */
 	uint64_t serial;
 	_Atomic uint32_t wire_rx_want;
 	_Atomic uint32_t wire_rx_state;
 	int wire_rx_fd;
+	uint32_t wire_rx_member;
+	/* posts to its wire QPs, by any thread (shm/wire_rx.h) */
+	alignas(64) _Atomic uint32_t wire_posted;
 };
 
 struct sr_pd {

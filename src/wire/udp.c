@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/filter.h>
 #include <netinet/udp.h>
 #include <poll.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 #include "wire/icrc.h"
 #include "wire/udp.h"
 
-int sr_udp_socket(uint16_t port, uint16_t *bound)
+static int udp_socket(uint16_t port, bool group, uint16_t *bound)
 {
 	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
 	socklen_t len = sizeof(sa);
@@ -39,6 +40,17 @@ int sr_udp_socket(uint16_t port, uint16_t *bound)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
 		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	/* a group's members all take the group's datagrams, and each only
+	 * the multicast groups it joined itself (the kernel's default hands
+	 * every member every group this host joined) */
+	if (group && (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
+		      setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) ||
+		      setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, &zero, sizeof(zero)))) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
 		int err = -errno;
@@ -48,6 +60,62 @@ int sr_udp_socket(uint16_t port, uint16_t *bound)
 	}
 	*bound = ntohs(sa.sin6_port);
 	return fd;
+}
+
+int sr_udp_socket(uint16_t port, uint16_t *bound)
+{
+	return udp_socket(port, false, bound);
+}
+
+/*
+ * The kernel's choice of member for each datagram that reaches the group
+ * (SO_ATTACH_REUSEPORT_CBPF, unprivileged): classic BPF run on the UDP
+ * payload, returning the member's index in the order the members were
+ * bound.  An index past the last member, or a datagram too short to load
+ * from, gives 0 (the kernel's fallback for a bad index is a hash, which
+ * would scatter a QP's datagrams).
+ */
+static int udp_steer(int fd, unsigned shift, unsigned n)
+{
+	struct sock_filter code[] = {
+	    /* A = the BTH's word at offset 4: reserved byte, destination QPN */
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
+	    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xFFFFFF),
+	    /* the multicast QPN: the engine's */
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xFFFFFF, 3, 0),
+	    BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, shift),
+	    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, n, 1, 0),
+	    BPF_STMT(BPF_RET | BPF_A, 0),
+	    BPF_STMT(BPF_RET | BPF_K, 0),
+	};
+	struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+
+	return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) ? -errno
+											 : 0;
+}
+
+int sr_udp_socket_group(uint16_t port, unsigned shift, int *fds, unsigned n)
+{
+	uint16_t bound;
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; i < n && ret >= 0; i++) {
+		ret = udp_socket(port, true, &bound);
+		fds[i] = ret;
+	}
+	if (ret >= 0)
+		ret = udp_steer(fds[0], shift, n);
+	if (ret >= 0)
+		return (int)n;
+	/* no group (an old kernel, a port taken without SO_REUSEPORT): one
+	 * socket takes everything */
+	while (i--)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	ret = sr_udp_socket(port, &bound);
+	fds[0] = ret;
+	return ret < 0 ? ret : 1;
 }
 
 /*

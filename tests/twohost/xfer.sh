@@ -13,7 +13,9 @@
 # its UDP segmentation done in software so each GSO segment is seen as it
 # leaves, and check every packet's ICRC with tests/wire/check_wire.py's
 # scapy and zlib oracles; at least one must be a GSO segment),
-# XFER_IPV6=1 (the GIDs of the veth's IPv6 addresses instead of IPv4).
+# XFER_IPV6=1 (the GIDs of the veth's IPv6 addresses instead of IPv4),
+# XFER_STEERED=1 (host b's datagrams went to the members of its processes,
+# the engine's own member 0 taking at most 1% of them: rx_by_member).
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
@@ -80,5 +82,11 @@ for c in ${XFER_EXPECT:-}; do
 		{ echo "FAIL: host b's $c is ${v:-absent}: not seen"; ok=0; }
 	echo "host b: $c $v"
 done
+if [ -n "${XFER_STEERED:-}" ]; then
+	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x rx_by_member | tail -1)
+	echo "host b: rx_by_member $v"
+	awk -F, '{ t = 0; for (i = 1; i <= NF; i++) t += $i; exit !(t > 0 && $1 * 100 <= t) }' \
+		<<<"$v" || { echo "FAIL: host b's datagrams not steered to its processes' members"; ok=0; }
+fi
 [ $ok = 1 ] && echo "PASS: $prog $* across two hosts, MTU $mtu (${SOFTRDMA_FAULT:-no faults})"
 [ $ok = 1 ]

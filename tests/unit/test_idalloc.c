@@ -316,6 +316,24 @@ static void test_qpns(void)
 	CHECK_EQ(sr_qpn_make(0x1234, 0x05), (0x05u << 17) | 0x1234);
 	CHECK_EQ(sr_qpn_make(0x1234, 0x85), (0x05u << 17) | 0x1234);
 	CHECK_EQ(sr_qpn_index(0xFE0000 | 0x1ABCD), 0x1ABCD);
+	/* The member of the receive socket group a QPN names survives every
+	 * index and random value, the special-QPN adjustments included; QP1
+	 * and the multicast QPN name the engine's own (0). */
+	{
+		static const uint32_t at[] = {0, 1, 2, SR_QPN_INDEX_MAX};
+		unsigned wrong = 0;
+
+		for (uint32_t m = 0; m < 1u << SR_QPN_MEMBER_BITS; m++)
+			for (uint32_t k = 0; k < 8; k++)
+				for (unsigned j = 0; j < 4; j++)
+					wrong +=
+					    sr_qpn_member(sr_qpn_make(
+						at[j], sr_qpn_member_rnd(m, k * 0x11111111u))) != m;
+		CHECK_EQ(wrong, 0);
+	}
+	CHECK_EQ(sr_qpn_member(1), 0);
+	CHECK_EQ(sr_qpn_member(0xFFFFFF), 0);
+	CHECK_EQ(sr_qpn_member(0xA00000 | 0x1234), 0xA);
 }
 
 static void test_random(void)
