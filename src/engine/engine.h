@@ -44,7 +44,8 @@ struct sr_fault;
 struct sr_pcap;
 
 /* Requester limits, as rxe's (rxe_param.h) unless said otherwise. */
-#define SR_ENG_WINDOW	    256		   /* unacknowledged packets per QP */
+#define SR_ENG_WINDOW	    256		   /* unacknowledged packets per QP ... */
+#define SR_ENG_WINDOW_MAX   512		   /* ... up to this many while no loss is seen */
 #define SR_ENG_ACKREQ_EVERY 32		   /* AckReq at least every this many packets */
 #define SR_ENG_READ_CHUNK   64		   /* response packets one READ request asks for (req.c) */
 #define SR_ENG_OOO	    256		   /* PSNs past a gap a responder may place (resp.c) */
@@ -158,6 +159,8 @@ struct sr_eng_qp {
 	uint32_t hspos;	    /* SQ index after the furthest WQE started */
 	uint32_t rd_out;    /* READs and atomics outstanding */
 	uint32_t since_ack; /* packets sent since the last AckReq */
+	uint32_t win;	    /* unacknowledged packets it may have now (req.c, acked_to) */
+	uint32_t clean;	    /* PSNs acknowledged since its last loss or window step */
 	uint64_t deadline;  /* next timer: probe, timeout or RNR wait end, ns; 0: none */
 	uint64_t rto_at;    /* the local ACK timeout expires (0: infinite) */
 	uint64_t probe_ns;  /* the current probe interval */
