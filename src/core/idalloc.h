@@ -68,8 +68,10 @@ static inline uint32_t sr_qpn_index(uint32_t qpn)
 /*
  * The top SR_QPN_MEMBER_BITS of a QPN's 7 tag bits name the member of the
  * RoCEv2 engine's receive socket group its datagrams are steered to
- * (layout.h, SR_RX_MEMBERS; wire/udp.c, sr_udp_steer); the 3 below them
- * stay random.  sr_qpn_member_rnd gives sr_qpn_make's rnd for a member.
+ * (layout.h, SR_RX_MEMBERS; wire/udp.c, udp_steer), offset by a salt of
+ * the daemon's (engine.c, sr_engine_rx_qpn_bits); the 3 below them stay
+ * random.  sr_qpn_member_rnd gives sr_qpn_make's rnd for such bits, and
+ * sr_qpn_member reads them back.
  */
 #define SR_QPN_MEMBER_SHIFT 20
 #define SR_QPN_MEMBER_BITS  4

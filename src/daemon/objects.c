@@ -1111,7 +1111,8 @@ static uint32_t qpn_tag(struct sr_daemon *d, struct sr_client *c)
 		fixed = v && *v;
 		tag = fixed ? (uint32_t)strtoul(v, NULL, 0) : 0;
 	}
-	return fixed ? tag : sr_qpn_member_rnd(rx_member(d, c), sr_random32());
+	return fixed ? tag
+		     : sr_qpn_member_rnd(sr_engine_rx_qpn_bits(rx_member(d, c)), sr_random32());
 }
 
 /* ---- QP ---- */

@@ -565,6 +565,15 @@ static_assert(SR_ENG_CNT_MAX <= 16 && SR_DROP_MAX <= 16, "sr_arena_hdr.app_cnt, 
 
 static unsigned engine_nrx; /* set before the engine thread starts */
 static int engine_rx_socks[SR_RX_MEMBERS];
+/* random per daemon: member m's QPNs carry (m + salt) % SR_RX_MEMBERS, so
+ * that two hosts' first processes do not number their QPs alike (3
+ * random tag bits would make a cross-host QPN collision 1 in 8) */
+static unsigned engine_rx_salt;
+
+unsigned sr_engine_rx_qpn_bits(unsigned member)
+{
+	return (member + engine_rx_salt) % SR_RX_MEMBERS;
+}
 
 unsigned sr_engine_rx_members(void)
 {
@@ -761,8 +770,9 @@ int sr_engine_start(int sock)
 		return -ENOMEM;
 	engine_db_fd = e->db_fd;
 	/* bound now: the daemon gives processes members before the thread runs */
-	ret =
-	    sr_udp_socket_group(SR_ROCE_PORT, SR_QPN_MEMBER_SHIFT, engine_rx_socks, SR_RX_MEMBERS);
+	engine_rx_salt = sr_random32() % SR_RX_MEMBERS;
+	ret = sr_udp_socket_group(SR_ROCE_PORT, SR_QPN_MEMBER_SHIFT, engine_rx_salt,
+				  engine_rx_socks, SR_RX_MEMBERS);
 	engine_nrx = ret > 0 ? (unsigned)ret : 0;
 	if (ret < 0)
 		engine_rx_socks[0] = ret; /* the thread says why */

@@ -441,6 +441,8 @@ int sr_engine_start(int sock);
  * sr_engine_rx_fd(m) is the socket its receive halves read
  * (SR_OP_WIRE_RX), or -1. */
 unsigned sr_engine_rx_members(void);
+/* What a QPN of member m's process carries in its member bits. */
+unsigned sr_engine_rx_qpn_bits(unsigned member);
 int sr_engine_rx_fd(unsigned member);
 /* Appends the engine's port counters to buf as one line (none: nothing). */
 void sr_engine_status(char *buf, size_t len);

@@ -71,30 +71,35 @@ int sr_udp_socket(uint16_t port, uint16_t *bound)
  * The kernel's choice of member for each datagram that reaches the group
  * (SO_ATTACH_REUSEPORT_CBPF, unprivileged): classic BPF run on the UDP
  * payload, returning the member's index in the order the members were
- * bound.  An index past the last member, or a datagram too short to load
- * from, gives 0 (the kernel's fallback for a bad index is a hash, which
- * would scatter a QP's datagrams).
+ * bound: (QPN >> shift) - salt, modulo n (a power of two).  QP0, QP1, the
+ * multicast QPN and a datagram too short to load from go to member 0 (a
+ * failed load returns 0; the kernel's fallback for a bad index is a hash,
+ * which would scatter a QP's datagrams).
  */
-static int udp_steer(int fd, unsigned shift, unsigned n)
+static int udp_steer(int fd, unsigned shift, unsigned salt, unsigned n)
 {
 	struct sock_filter code[] = {
 	    /* A = the BTH's word at offset 4: reserved byte, destination QPN */
 	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
 	    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xFFFFFF),
-	    /* the multicast QPN: the engine's */
-	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xFFFFFF, 3, 0),
+	    /* the multicast QPN, QP0 and QP1: the engine's */
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xFFFFFF, 5, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 2, 0, 4),
 	    BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, shift),
-	    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, n, 1, 0),
+	    BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, n - salt % n),
+	    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, n - 1),
 	    BPF_STMT(BPF_RET | BPF_A, 0),
 	    BPF_STMT(BPF_RET | BPF_K, 0),
 	};
 	struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
 
+	if (n & (n - 1))
+		return -EINVAL;
 	return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) ? -errno
 											 : 0;
 }
 
-int sr_udp_socket_group(uint16_t port, unsigned shift, int *fds, unsigned n)
+int sr_udp_socket_group(uint16_t port, unsigned shift, unsigned salt, int *fds, unsigned n)
 {
 	uint16_t bound;
 	unsigned i;
@@ -105,7 +110,7 @@ int sr_udp_socket_group(uint16_t port, unsigned shift, int *fds, unsigned n)
 		fds[i] = ret;
 	}
 	if (ret >= 0)
-		ret = udp_steer(fds[0], shift, n);
+		ret = udp_steer(fds[0], shift, salt, n);
 	if (ret >= 0)
 		return (int)n;
 	/* no group (an old kernel, a port taken without SO_REUSEPORT): one

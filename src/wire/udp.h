@@ -42,12 +42,13 @@ struct sr_udp_pkt {
  * in *bound.  -errno on failure. */
 int sr_udp_socket(uint16_t port, uint16_t *bound);
 
-/* n such sockets bound together to `port` (SO_REUSEPORT), the kernel
- * steering each datagram to fds[(BTH destination QPN >> shift)] (to fds[0]
- * for the multicast QPN, a QPN past the last member, or a runt); only
- * fds[0] takes multicast.  Returns how many it made: n, or 1 if the kernel
- * refuses a group (then fds[0] takes everything), or -errno. */
-int sr_udp_socket_group(uint16_t port, unsigned shift, int *fds, unsigned n);
+/* n (a power of two) such sockets bound together to `port`
+ * (SO_REUSEPORT), the kernel steering each datagram to
+ * fds[((BTH destination QPN >> shift) - salt) % n] (to fds[0] for QP0,
+ * QP1, the multicast QPN or a runt); only fds[0] takes multicast.  Returns
+ * how many it made: n, or 1 if the kernel refuses a group (then fds[0]
+ * takes everything), or -errno. */
+int sr_udp_socket_group(uint16_t port, unsigned shift, unsigned salt, int *fds, unsigned n);
 
 /* The destination (dgid, port 4791) and the control message that sends
  * from sgid (IP_PKTINFO / IPV6_PKTINFO) into *dst and cm, which has room
