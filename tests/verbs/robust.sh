@@ -55,7 +55,15 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 "$SR" status | grep -q '^0 process(es) with resources$' || fail "resources left: $("$SR" status)"
-[ "$(nfds)" -le "$base" ] || fail "the daemon holds $(nfds) descriptors, $base at the start"
+# the fewest over 0.5 s, as the baseline: the status just asked for can
+# still hold its connection for a moment
+end=$(nfds)
+for _ in $(seq 10); do
+	sleep 0.05
+	n=$(nfds)
+	[ "$n" -lt "$end" ] && end=$n
+done
+[ "$end" -le "$base" ] || fail "the daemon holds $end descriptors, $base at the start"
 "$abuse" once || fail "a new client does not work"
 # Debian's ibv_devinfo cannot load a sanitized libibverbs (build-asan/tsan)
 if grep -q '^SOFTRDMA_SANITIZE:STRING=$' "$SR_BUILD/CMakeCache.txt"; then
