@@ -11,7 +11,7 @@
  *
  * The daemon gives each process a member of the group (SR_OP_WIRE_RX), and
  * numbers its QPs so that the kernel steers their datagrams to it
- * (wire/udp.c, sr_udp_steer), so a thread reads its own process's traffic:
+ * (wire/udp.c, udp_steer), so a thread reads its own process's traffic:
  * one preempted or stopped holds up nobody else's.  A datagram for another
  * process's QP (a kernel that coalesced two flows) is processed all the
  * same: the same-host executor can execute into any process's memory (the
