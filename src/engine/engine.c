@@ -324,6 +324,18 @@ static bool rx_stranded(struct sr_engine *e, unsigned m, struct sr_rx_member *mb
 	return true;
 }
 
+/* Whether member m's process polls now: a thread of it polled within
+ * SR_ENG_RX_LEND_NS, its threads having polled for SR_ENG_RX_STREAK_NS
+ * without a break, and m is not paused (rx_stranded). */
+static bool polled(const struct sr_engine *e, unsigned m, struct sr_rx_member *mb)
+{
+	uint64_t at = atomic_load_explicit(&mb->poll_at, memory_order_relaxed);
+	uint64_t since = atomic_load_explicit(&mb->poll_since, memory_order_relaxed);
+
+	return at && (int64_t)(e->now - at) < SR_ENG_RX_LEND_NS &&
+	       (int64_t)(at - since) >= SR_ENG_RX_STREAK_NS && e->now >= e->rx_lend_after[m];
+}
+
 /*
  * Which members are left to receive halves (shm/wire_rx.c): while a thread
  * of the process a member belongs to polled a CQ within SR_ENG_RX_LEND_NS
@@ -344,12 +356,7 @@ static bool rx_lend(struct sr_engine *e)
 
 	for (unsigned m = 1; m < e->nrx; m++) {
 		struct sr_rx_member *mb = &h->rx_members[m];
-		uint64_t at = atomic_load_explicit(&mb->poll_at, memory_order_relaxed);
-		uint64_t since = atomic_load_explicit(&mb->poll_since, memory_order_relaxed);
-		bool lend = !taps && at && (int64_t)(e->now - at) < SR_ENG_RX_LEND_NS &&
-			    (int64_t)(at - since) >= SR_ENG_RX_STREAK_NS &&
-			    e->now >= e->rx_lend_after[m];
-		bool out;
+		bool lend = !taps && polled(e, m, mb), out;
 		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = m};
 
 		if (lend && (e->rx_out & 1u << m) && rx_stranded(e, m, mb))
@@ -362,8 +369,7 @@ static bool rx_lend(struct sr_engine *e)
 			 * never leaves its datagrams lent to nobody */
 			atomic_store_explicit(&mb->lent, 1, memory_order_relaxed);
 			atomic_thread_fence(memory_order_seq_cst);
-			at = atomic_load_explicit(&mb->poll_at, memory_order_relaxed);
-			lend = at && (int64_t)(e->now - at) < SR_ENG_RX_LEND_NS;
+			lend = polled(e, m, mb);
 			out = lend || sr_rx_held(mb, e->now);
 		}
 		if (!lend && atomic_load_explicit(&mb->lent, memory_order_relaxed))

@@ -28,15 +28,21 @@ fail() {
 }
 
 nfds() { ls "/proc/$SR_DAEMON_PID/fd" | wc -l; }
-# The baseline is the fewest descriptors seen over 0.5 s: the connection of
-# the "softrdma status" that sr_setup waited with can still be open for a
-# moment, and counting it made the end look like a descriptor was lost.
-base=$(nfds)
-for _ in $(seq 10); do
-	sleep 0.05
-	n=$(nfds)
-	[ "$n" -lt "$base" ] && base=$n
-done
+# The fewest descriptors seen over 0.5 s: the connection of a "softrdma
+# status" just asked for (sr_setup's wait, the checks below) can still be
+# open for a moment, and counting it made the end look like a descriptor
+# was lost.
+fewest_fds() {
+	local f n
+	f=$(nfds)
+	for _ in $(seq 10); do
+		sleep 0.05
+		n=$(nfds)
+		[ "$n" -lt "$f" ] && f=$n
+	done
+	echo "$f"
+}
+base=$(fewest_fds)
 
 sr_bg "$tmp/good.log" "$abuse" good "$tmp/stop"
 good=$SR_LAST_PID
@@ -55,14 +61,7 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 "$SR" status | grep -q '^0 process(es) with resources$' || fail "resources left: $("$SR" status)"
-# the fewest over 0.5 s, as the baseline: the status just asked for can
-# still hold its connection for a moment
-end=$(nfds)
-for _ in $(seq 10); do
-	sleep 0.05
-	n=$(nfds)
-	[ "$n" -lt "$end" ] && end=$n
-done
+end=$(fewest_fds)
 [ "$end" -le "$base" ] || fail "the daemon holds $end descriptors, $base at the start"
 "$abuse" once || fail "a new client does not work"
 # Debian's ibv_devinfo cannot load a sanitized libibverbs (build-asan/tsan)
