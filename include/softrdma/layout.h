@@ -487,7 +487,11 @@ struct sr_arena_hdr {
 	 * multi-producer queue of QPNs whose send queue has new work, and the
 	 * engine's eventfd (a daemon fd id), written only when it sleeps. */
 	alignas(SR_CACHELINE) _Atomic uint32_t engine_sleeping;
-	uint32_t engine_fd_id;				/* 0: no engine (RoCEv2 off on this host) */
+	uint32_t engine_fd_id; /* 0: no engine (RoCEv2 off on this host) */
+	/* the engine's transmit batches sent so far: a QP's requests it
+	 * batched are out once this reaches sr_eng_qp.eng_tx_seq (a receive
+	 * half sends the QP's next ones only then: engine/req.c) */
+	_Atomic uint64_t eng_tx_flushed;
 	alignas(SR_CACHELINE) _Atomic uint64_t db_head; /* producers: next slot to claim */
 	alignas(SR_CACHELINE) _Atomic uint64_t db_tail; /* the engine: next slot to read */
 	_Atomic uint32_t db_overflow; /* a producer found the queue full: the engine rescans */

@@ -123,6 +123,12 @@ void sr_eng_flush_tx(struct sr_engine *e)
 		i += n;
 	}
 	e->ntx = 0;
+	e->app_sent = false;
+	if (!e->app && i) { /* receive halves' sending waits for this (req.c, app_sends) */
+		struct sr_arena_hdr *h = e->arena;
+
+		atomic_store_explicit(&h->eng_tx_flushed, ++e->tx_flushes, memory_order_release);
+	}
 	atomic_store_explicit(&e->cnt[SR_ENG_GSO_SENDS], s->gso_sends, memory_order_relaxed);
 	atomic_store_explicit(&e->cnt[SR_ENG_GSO_DGRAMS], s->gso_segs, memory_order_relaxed);
 }

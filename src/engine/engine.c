@@ -594,9 +594,10 @@ int sr_engine_rx_fd(unsigned member)
 void sr_engine_status(char *buf, size_t len)
 {
 	static const char *const name[SR_ENG_CNT_MAX] = {
-	    "tx_pkts",	    "tx_bytes",	     "rx_pkts",	      "rx_bytes",	   "retransmits",
-	    "naks_sent",    "naks_received", "rnr_naks_sent", "rnr_naks_received", "probes",
-	    "placed_ahead", "gso_sends",     "gso_datagrams", "gro_receives",	   "gro_datagrams"};
+	    "tx_pkts",		 "tx_bytes",	 "rx_pkts",	  "rx_bytes",
+	    "retransmits",	 "naks_sent",	 "naks_received", "rnr_naks_sent",
+	    "rnr_naks_received", "probes",	 "placed_ahead",  "gso_sends",
+	    "gso_datagrams",	 "gro_receives", "gro_datagrams", "reqs_by_apps"};
 	struct sr_engine *e = engine_for_status;
 	struct sr_arena_hdr *h;
 	size_t n = 0;

@@ -99,6 +99,7 @@ enum sr_eng_cnt {
 	SR_ENG_GSO_DGRAMS,
 	SR_ENG_GRO_RECVS, /* receives that returned several datagrams */
 	SR_ENG_GRO_DGRAMS,
+	SR_ENG_APP_REQS, /* request packets receive halves sent (req.c, app_sends) */
 	SR_ENG_CNT_MAX
 };
 
@@ -148,6 +149,9 @@ struct sr_eng_qp {
 	uint64_t eng_due;
 	bool eng_granted;
 	bool run_wanted;
+	/* the engine's requests of this QP are out once the arena's
+	 * eng_tx_flushed reaches this (req.c, app_sends) */
+	uint64_t eng_tx_seq;
 
 	/* requester */
 	bool req_init;
@@ -244,6 +248,11 @@ struct sr_engine {
 	 * thread: it answers requests and completes WQEs, but leaves sending
 	 * requests, timers and grants' upkeep to the engine */
 	bool app;
+	/* app: it may send the requests of the QPs it serves too (its
+	 * process's member is lent to its threads: req.c, app_sends), and it
+	 * sent some since its last flush; engine: transmit batches sent */
+	bool app_tx, app_sent;
+	uint64_t tx_flushes;
 	void *arena;
 	/* the receive socket group (layout.h, SR_RX_MEMBERS): nrx members,
 	 * rx_sock = rx_socks[0]; rx_out: the members out of the epoll set

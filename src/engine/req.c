@@ -273,6 +273,11 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	}
 	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,
 		    hl, iov, niov, len);
+	if (e->app) {
+		e->app_sent = true; /* sent before the lock goes (req_leave) */
+		sr_eng_count(&e->cnt[SR_ENG_APP_REQS], 1);
+	} else
+		q->eng_tx_seq = e->tx_flushes + 1; /* out with the next batch */
 	q->soff += len;
 	if (last)
 		q->soff = UINT64_MAX; /* the WQE is sent */
@@ -312,6 +317,27 @@ static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 	q->req_init = true;
 }
 
+/*
+ * Whether a receive half sends q's requests itself (shm/wire_rx.c, "The
+ * send half"): while its process's threads poll (the engine lent them
+ * their member, so the QP's ACKs and responses come to them) it runs the
+ * requester where the engine would have been woken to, so that a stream's
+ * sending is done by the thread that waits for it and not by a third
+ * thread on the same CPUs.  Never before the requests the engine batched
+ * for the QP are out (eng_tx_seq): those would leave after the thread's,
+ * and the responder would NAK the gap.  The thread sends its own before
+ * it lets go of the QP's lock (req_leave), so the engine's next ones
+ * cannot overtake them either.
+ */
+static bool app_sends(const struct sr_engine *e, const struct sr_eng_qp *q)
+{
+	const struct sr_arena_hdr *h = e->arena;
+
+	return e->app_tx &&
+	       (int64_t)(atomic_load_explicit(&h->eng_tx_flushed, memory_order_acquire) -
+			 q->eng_tx_seq) >= 0;
+}
+
 static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
@@ -322,10 +348,9 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	uint32_t win = q->recovering ? 1 : q->win ? q->win : SR_ENG_WINDOW;
 	bool sent = false;
 
-	if (e->app) {
-		/* a receive half sends no requests: what is left to send
-		 * (new WQEs, a rewind, a flush) is the engine's, rung after
-		 * the batch (shm/wire_rx.c) */
+	if (e->app && (state != IBV_QPS_RTS || !q->req_init || !app_sends(e, q))) {
+		/* what is left to send (new WQEs, a rewind, a flush) is the
+		 * engine's, rung after the batch (shm/wire_rx.c) */
 		if (state == IBV_QPS_ERR || (state == IBV_QPS_RTS && q->req_init && !q->rnr_wait &&
 					     (q->spos != head || q->soff || q->spos != q->hspos))) {
 			q->run_wanted = true;
@@ -943,6 +968,8 @@ static void req_enter(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 
 static void req_leave(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
+	if (e->app_sent) /* a receive half's requests leave under the lock (app_sends) */
+		sr_eng_flush_tx(e);
 	if (q->deadline) /* armed by whoever held the lock: the timer walk's */
 		sr_eng_activate(e, q);
 	if (direct_on() && qp->type == IBV_QPT_RC) {

@@ -73,6 +73,22 @@ static bool rx_on(void)
 	return sr_env_on("SOFTRDMA_WIRE_RX", &on);
 }
 
+static bool tx_on(void)
+{
+	static int on = -1;
+
+	return sr_env_on("SOFTRDMA_WIRE_SEND", &on);
+}
+
+/* Whether this thread sends its QPs' requests too (engine/req.c,
+ * app_sends): while the engine leaves its member to its process's threads
+ * and sends nothing it must see (taps). */
+static bool may_send(struct sr_arena_hdr *h, struct sr_rx_member *mb)
+{
+	return tx_on() && atomic_load_explicit(&mb->lent, memory_order_relaxed) &&
+	       !atomic_load_explicit(&h->wire_taps, memory_order_relaxed);
+}
+
 static void half_fini(struct rx_half *r)
 {
 	if (r->e.slots) {
@@ -291,6 +307,7 @@ int sr_wire_rx_poll(struct sr_context *ctx)
 		return 0;
 	mb = &h->rx_members[ctx->wire_rx_member];
 	r->e.now = now_ns();
+	r->e.app_tx = may_send(h, mb);
 	/* its ACKs that waited for a request in vain go now (resp.c) */
 	if (r->e.dacks) {
 		sr_eng_resp_dacks(&r->e);

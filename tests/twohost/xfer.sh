@@ -15,7 +15,10 @@
 # scapy and zlib oracles; at least one must be a GSO segment),
 # XFER_IPV6=1 (the GIDs of the veth's IPv6 addresses instead of IPv4),
 # XFER_STEERED=1 (host b's datagrams went to the members of its processes,
-# the engine's own member 0 taking at most 1% of them: rx_by_member).
+# the engine's own member 0 taking at most 1% of them: rx_by_member),
+# XFER_PAUSES=N (the client is stopped N times for 50 ms while it runs,
+# SIGSTOP then SIGCONT, 150 ms apart: its host's engine takes its QPs over
+# and gives them back each time).
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
@@ -47,7 +50,30 @@ if ! nn_wait_port a "$port"; then
 	echo "FAIL: server did not listen on $port"; cat "$log/server"; exit 1
 fi
 start=$(date +%s%N)
-on_b timeout 600 "$build/bin/$prog" -g "$gb" -p "$port" "$@" "$(addr_a)" >"$log/client" 2>&1
+on_b timeout 600 "$build/bin/$prog" -g "$gb" -p "$port" "$@" "$(addr_a)" >"$log/client" 2>&1 &
+cpid=$!
+paused=0
+if [ -n "${XFER_PAUSES:-}" ]; then
+	# the program itself: the newest descendant of the job named $prog
+	pp=$cpid
+	for _ in $(seq 100); do
+		p=$pp
+		while [ -n "$p" ] && [ "$(cat /proc/$p/comm 2>/dev/null)" != "$prog" ]; do
+			p=$(pgrep -n -P "$p")
+		done
+		[ -n "$p" ] && break
+		sleep 0.02
+	done
+	for _ in $(seq "$XFER_PAUSES"); do
+		sleep 0.15
+		[ -n "$p" ] && kill -STOP "$p" 2>/dev/null || break
+		sleep 0.05
+		kill -CONT "$p"
+		paused=$((paused + 1))
+	done
+	echo "--- the client (pid ${p:-none}) was stopped $paused times for 50 ms"
+fi
+wait "$cpid"
 crc=$?
 wait "$spid"
 src=$?
@@ -66,6 +92,8 @@ if [ -n "${XFER_CAPTURE:-}" ]; then
 	/usr/bin/python3 "$here/../wire/check_wire.py" flow 1 "$log/b.pcap" || ok=0
 fi
 [ $crc = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
+[ "$paused" = "${XFER_PAUSES:-0}" ] ||
+	{ echo "FAIL: the client was stopped $paused times, not $XFER_PAUSES (it ended first?)"; ok=0; }
 [ $src = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
 if [ "$prog" = sr_xfer ] || [ "$prog" = sr_xrc_wire ] || [ "$prog" = sr_ackpp ]; then
 	grep -q "all checks passed" "$log/client" || { echo "FAIL: client checks"; ok=0; }
