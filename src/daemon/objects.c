@@ -1620,6 +1620,34 @@ static int do_destroy_qp(struct sr_daemon *d, struct sr_client *c, const struct 
 	return 0;
 }
 
+/* A connected QP's responder over the wire: the engine answers a repeat
+ * of its last message after it is gone (engine/resp.c, sr_eng_resp_gone).
+ * Read under the QP's lock if it is free (a stopped process may hold it:
+ * then nothing is noted). */
+static void qp_note_gone(struct sr_daemon *d, struct sr_qp_shm *qp, uint64_t eng_off)
+{
+	struct sr_eng_qp *q = sr_arena_at(d->arena, eng_off);
+	struct sr_eng_gone g;
+	bool ok;
+
+	if (!qp->wire || (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_RECV) ||
+	    sr_shm_trylock(&qp->wtx_lock))
+		return;
+	ok = q->qpn == qp->qpn &&
+	     q->gen == atomic_load_explicit(&qp->wire_gen, memory_order_acquire) && q->resp_init;
+	if (ok) {
+		g.qpn = qp->qpn;
+		g.dest_qpn = qp->dest_qpn;
+		g.psn = sr_psn_add(q->epsn, SR_PSN_MASK);
+		g.msn = q->msn;
+		memcpy(g.sgid, qp->sgid, 16);
+		memcpy(g.dgid, qp->dgid, 16);
+	}
+	sr_shm_unlock(&qp->wtx_lock);
+	if (ok)
+		sr_engine_gone(&g);
+}
+
 static void qp_destroy(struct sr_daemon *d, struct sr_obj *o)
 {
 	uint32_t idx = sr_qpn_index(o->handle);
@@ -1631,6 +1659,8 @@ static void qp_destroy(struct sr_daemon *d, struct sr_obj *o)
 
 	if (qp->type == IBV_QPT_UD) /* only UD QPs join groups */
 		mcast_detach_qp(d, o->handle, NULL);
+	if (o->u.shm.eng_off)
+		qp_note_gone(d, qp, o->u.shm.eng_off);
 	atomic_store_explicit(&sr_arena_qptab(d->arena)[idx].obj_off, 0, memory_order_release);
 	d->qp_by_idx[idx] = NULL;
 	sr_idalloc_put(&d->qpn_ids, idx);

@@ -271,7 +271,12 @@ void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_
 	struct sr_eng_qp *q;
 
 	if (!qp) {
+		if (e->app) { /* the engine may still answer it (resp.c, sr_eng_resp_gone) */
+			e->app_unknown = true;
+			return;
+		}
 		drop(e, SR_DROP_QPN);
+		sr_eng_resp_gone(e, p, sgid, dgid);
 		return;
 	}
 	if (!sr_eng_opcode_fits(p->bth.opcode, qp->type)) {

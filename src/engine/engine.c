@@ -279,6 +279,48 @@ static void run_udtx(struct sr_engine *e)
  * Datagrams a receive half read but only the engine takes (QP1's MADs,
  * multicast: shm/wire_rx.c), processed as if from the socket.
  */
+/* The daemon's notes of QPs it destroyed (sr_engine_gone): one producer
+ * (the daemon's thread), one consumer (the engine's). */
+#define GONE_SLOTS 256
+static struct sr_eng_gone gone_ring[GONE_SLOTS];
+static _Atomic uint32_t gone_head, gone_tail;
+
+void sr_engine_gone(const struct sr_eng_gone *g)
+{
+	uint32_t h = atomic_load_explicit(&gone_head, memory_order_relaxed);
+
+	if (h - atomic_load_explicit(&gone_tail, memory_order_acquire) >= GONE_SLOTS)
+		return; /* only a late ACK is lost: the requester's retries decide */
+	gone_ring[h % GONE_SLOTS] = *g;
+	atomic_store_explicit(&gone_head, h + 1, memory_order_release);
+}
+
+static void run_gone(struct sr_engine *e)
+{
+	uint32_t t = atomic_load_explicit(&gone_tail, memory_order_relaxed);
+
+	while (t != atomic_load_explicit(&gone_head, memory_order_acquire)) {
+		const struct sr_eng_gone *g = &gone_ring[t % GONE_SLOTS];
+		struct sr_eng_slot **sp = &e->slots[sr_qpn_index(g->qpn) % SR_MAX_QPS];
+
+		if (!*sp)
+			*sp = calloc(1, sizeof(**sp));
+		if (*sp) {
+			struct sr_eng_dack *l = &(*sp)->last;
+
+			l->valid = true;
+			l->at = e->now;
+			l->qpn = g->qpn;
+			l->dest_qpn = g->dest_qpn;
+			l->psn = g->psn;
+			l->msn = g->msn;
+			memcpy(l->sgid, g->sgid, 16);
+			memcpy(l->dgid, g->dgid, 16);
+		}
+		atomic_store_explicit(&gone_tail, ++t, memory_order_release);
+	}
+}
+
 static void run_rxfwd(struct sr_engine *e)
 {
 	struct sr_slotq fq = sr_rxfwd_q(e->arena);
@@ -484,6 +526,7 @@ static void *engine_main(void *arg)
 		e->now = now_ns();
 		run_doorbells(e);
 		run_udtx(e);
+		run_gone(e);
 		run_rxfwd(e);
 		sr_eng_gsi_turn(e); /* the CM agent's MADs (gsi.c) */
 		busy = false;
@@ -637,12 +680,13 @@ void sr_engine_status(char *buf, size_t len)
 	/* datagrams each member of the socket group took (0: the engine's own) */
 	if (n < len)
 		n += (size_t)snprintf(
-		    buf + n, len - n, " rx_lends %llu rx_left_held %llu rx_stranded %llu",
+		    buf + n, len - n,
+		    " rx_lends %llu rx_left_held %llu rx_stranded %llu acks_after_destroy %llu",
 		    (unsigned long long)atomic_load_explicit(&e->rx_lends, memory_order_relaxed),
 		    (unsigned long long)atomic_load_explicit(&e->rx_left_held,
 							     memory_order_relaxed),
-		    (unsigned long long)atomic_load_explicit(&e->rx_stranded,
-							     memory_order_relaxed));
+		    (unsigned long long)atomic_load_explicit(&e->rx_stranded, memory_order_relaxed),
+		    (unsigned long long)atomic_load_explicit(&e->acks_gone, memory_order_relaxed));
 	if (n < len)
 		n += (size_t)snprintf(buf + n, len - n, " rx_members %u rx_by_member", e->nrx);
 	for (unsigned m = 0; m < e->nrx && n < len; m++)

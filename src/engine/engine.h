@@ -78,6 +78,9 @@ struct sr_pcap;
  * long is taken back (its threads watch memory, not a CQ); if they took
  * fewer than SR_ENG_RX_STRAND_READS datagrams since the last time, it is
  * not lent for SR_ENG_RX_STRAND_PAUSE_NS. */
+/* A destroyed QP's last ACK is sent again to a duplicate of its last
+ * message for this long (resp.c, sr_eng_resp_gone). */
+#define SR_ENG_GONE_NS		  10000000000ull
 #define SR_ENG_RX_STRAND_NS	  20000
 #define SR_ENG_RX_STRAND_READS	  8
 #define SR_ENG_RX_STRAND_PAUSE_NS 20000000
@@ -240,18 +243,26 @@ struct sr_eng_slot {
 		uint32_t qpn, gen, dest_qpn, psn, msn;
 		uint8_t sgid[16], dgid[16];
 	} dack;
+	/* what the QP's responder had received when the daemon destroyed
+	 * it (the last PSN, the MSN, the addressing; at: when), ACKed again
+	 * to a duplicate request (resp.c, sr_eng_resp_gone) */
+	struct sr_eng_dack last;
 };
 
 struct sr_engine {
 	struct sr_context *ctx;
 	/* a receive half in an application (shm/wire_rx.c), not the engine
-	 * thread: it answers requests and completes WQEs, but leaves sending
-	 * requests, timers and grants' upkeep to the engine */
+	 * thread: it answers requests and completes WQEs, sends requests
+	 * only while app_tx (req.c, app_sends), and leaves timers and
+	 * grants' upkeep to the engine */
 	bool app;
 	/* app: it may send the requests of the QPs it serves too (its
 	 * process's member is lent to its threads: req.c, app_sends), and it
 	 * sent some since its last flush; engine: transmit batches sent */
 	bool app_tx, app_sent;
+	/* app: the datagram it just read is for no QP (its caller hands it
+	 * to the engine) */
+	bool app_unknown;
 	uint64_t tx_flushes;
 	void *arena;
 	/* the receive socket group (layout.h, SR_RX_MEMBERS): nrx members,
@@ -265,6 +276,9 @@ struct sr_engine {
 	 * that found a member held, members taken back with datagrams
 	 * stranded in them (status: rx_lends, rx_left_held, rx_stranded) */
 	_Atomic uint64_t rx_lends, rx_left_held, rx_stranded;
+	/* duplicates of a destroyed QP's last message ACKed again (resp.c,
+	 * sr_eng_resp_gone; status: acks_after_destroy) */
+	_Atomic uint64_t acks_gone;
 	/* per member (engine.c, rx_lend): its pkts at the engine's last look
 	 * and when; datagrams the engine itself took from it; the processes'
 	 * reads at its last stranding; no lending before this time */
@@ -395,6 +409,10 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		    const struct sr_pkt *p, const uint8_t *sgid, const uint8_t *dgid);
 void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_pkt *p,
 		    const uint8_t *sgid, const uint8_t *dgid);
+/* A request for a QP that is gone (no QP has its number): the engine
+ * ACKs it again if it repeats what the QP had received (sr_engine_gone). */
+void sr_eng_resp_gone(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
+		      const uint8_t *dgid);
 /* Sends the ACKs the responder owes (coalesced: once per received batch),
  * or hands them to the QP's next request (a ping-pong). */
 void sr_eng_resp_acks(struct sr_engine *e);
@@ -471,5 +489,14 @@ bool sr_engine_running(void);
  */
 struct sr_engine *sr_engine_attach(int sock);
 void sr_engine_kick(void);
+/* The daemon destroyed a connected QP whose peer is on another host: its
+ * responder had received up to psn (msn messages); the engine answers a
+ * repeat of it for a while (resp.c, sr_eng_resp_gone).  Dropped if the
+ * engine is far behind. */
+struct sr_eng_gone {
+	uint32_t qpn, dest_qpn, psn, msn;
+	uint8_t sgid[16], dgid[16];
+};
+void sr_engine_gone(const struct sr_eng_gone *g);
 
 #endif

@@ -113,6 +113,23 @@ uint64_t sr_eng_dack_ns(void)
 	return (us < SR_ENG_DACK_MAX_US ? us : SR_ENG_DACK_MAX_US) * 1000;
 }
 
+/*
+ * ---- after the QP is gone ----
+ *
+ * An owner that sees its last message arrive may destroy the QP at once
+ * (ibv_rc_pingpong does); if the ACK of that message is lost on the way,
+ * the requester resends it to a QP that no longer exists and, with nobody
+ * to answer, fails with RETRY_EXC_ERR although its data arrived.  TCP
+ * answers the same problem with TIME_WAIT.  So when the daemon destroys a
+ * connected QP whose peer is on another host, it tells the engine how far
+ * the responder had received (sr_engine_gone: the last PSN, the MSN, the
+ * addressing), and for SR_ENG_GONE_NS after, while no QP has that number,
+ * a SEND or WRITE from the same peer that repeats a PSN up to there gets
+ * that ACK again (acks_after_destroy; the packet is still dropped as
+ * drop_qpn: nothing executes).  READs and atomics are not answered: their
+ * results went with the QP.  A receive half that reads such a datagram
+ * hands it to the engine (shm/wire_rx.c).
+ */
 static void dack_send(struct sr_engine *e, struct sr_eng_dack *d)
 {
 	uint8_t h[SR_ACK_HDR_LEN];
@@ -238,6 +255,28 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		e->dacks = s;
 	}
 	return true;
+}
+
+void sr_eng_resp_gone(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
+		      const uint8_t *dgid)
+{
+	struct sr_eng_slot *s = sr_eng_slot_at(e, p->bth.dqpn);
+	struct sr_eng_dack *l = s ? &s->last : NULL;
+	uint8_t op = p->bth.opcode & 0x1f, tr = p->bth.opcode & 0xe0;
+	struct sr_eng_dack d;
+	int32_t behind;
+
+	if (!l || !l->valid || l->qpn != p->bth.dqpn || e->now - l->at > SR_ENG_GONE_NS ||
+	    !(p->op->flags & SR_OPF_REQ) || (tr != SR_TR_RC && tr != SR_TR_XRC) ||
+	    op == SR_IB_READ_REQUEST || op == SR_IB_CMP_SWAP || op == SR_IB_FETCH_ADD ||
+	    memcmp(sgid, l->dgid, 16) || memcmp(dgid, l->sgid, 16))
+		return;
+	behind = sr_psn_diff(p->bth.psn, l->psn);
+	if (behind > 0 || behind < -(int32_t)(SR_PSN_MASK / 2))
+		return; /* not a repeat: a new message for a QP that is gone */
+	d = *l;
+	dack_send(e, &d);
+	sr_eng_count(&e->acks_gone, 1);
 }
 
 uint64_t sr_eng_resp_dacks(struct sr_engine *e)

@@ -18,16 +18,17 @@
  * key table, mrmap.c).  What only the engine takes (QP1's MADs for the
  * daemon's CM agent, multicast) goes to it through the arena (rxfwd).
  * This thread's part of the protocol is the responder's (execution, ACKs,
- * NAKs, READ responses) and the completer's (completions); requests are
- * sent by the engine or, for a ping-pong, by the posting thread (wire_tx.c)
- * as before, so a QP's requests never leave from two sockets at once.
- * What the engine must take over (something to send, a timer it does not
- * know, a grant it must keep) it is told through the doorbell after the
- * batch.  While threads poll, the engine leaves the member to them; a
- * thread about to block in the kernel tells it so (sr_wire_rx_sleep), and
- * one that stops polling otherwise has its datagrams taken by the engine
- * within SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).  One reader of a member
- * at a time (engine/rx_member.h), and nobody waits for another.
+ * NAKs, READ responses), the completer's (completions) and, while the
+ * engine lends it the member, the requester's after an ACK or response
+ * (a stream's next packets: engine/req.c, app_sends), sent before it lets
+ * go of the QP's lock and never before the engine's own are out, so that
+ * neither overtakes the other.  What the engine must take over (something
+ * to send when the member is not lent, a timer it does not know, a grant
+ * it must keep) it is told through the doorbell after the batch.  While threads poll, the engine
+ * leaves the member to them; a thread about to block in the kernel tells it so (sr_wire_rx_sleep),
+ * and one that stops polling otherwise has its datagrams taken by the engine within
+ * SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).  One reader of a member at a time (engine/rx_member.h),
+ * and nobody waits for another.
  *
  * Off while the engine's taps are on (a capture, fault injection, rx_taps):
  * every datagram then goes through the engine.  SOFTRDMA_WIRE_RX=0 turns
@@ -213,8 +214,17 @@ static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t 
 		hand_to_engine(r, buf, len, sgid, dgid, sport);
 		return;
 	}
-	if (sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
-		sr_eng_rx_unicast(e, &p, sgid, dgid);
+	if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
+		return;
+	sr_eng_rx_unicast(e, &p, sgid, dgid);
+	/* for a QP that is gone: the engine counts it (not twice), and may
+	 * ACK it again */
+	if (e->app_unknown) {
+		e->app_unknown = false;
+		sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], (uint64_t)-1);
+		sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], (uint64_t) - (uint64_t)p.paylen);
+		hand_to_engine(r, buf, len, sgid, dgid, sport);
+	}
 }
 
 /* Adds what counters v gained since *shown to the host's counters to. */

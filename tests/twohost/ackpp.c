@@ -21,8 +21,14 @@
  *    WRITE must complete with IBV_WC_SUCCESS (an HCA sends the ACK before
  *    the owner sees the data), not after retries with RETRY_EXC_ERR.
  *
+ *  - with -H FILE (client), before that last WRITE the client creates FILE
+ *    and waits until it is removed: a script makes that ACK get lost
+ *    meanwhile (tests/twohost/ack_gone.sh), and the WRITE must still
+ *    complete with IBV_WC_SUCCESS, its resend answered by the engine of a
+ *    host whose QP is gone (engine/resp.c, sr_eng_resp_gone).
+ *
  *   server: sr_ackpp -g GID_INDEX -p PORT
- *   client: sr_ackpp -g GID_INDEX -p PORT [-n ROUNDS] [-R] SERVER_ADDR
+ *   client: sr_ackpp -g GID_INDEX -p PORT [-n ROUNDS] [-R] [-H FILE] SERVER_ADDR
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -187,6 +193,20 @@ static void reconnect_phase(struct ctx *c, int s, bool server, int gidx, const s
 	printf("client: the server's QP moved to our second QP; its three WRITEs arrived\n");
 }
 
+/* -H: creates path, then waits (up to 30 s) until it is removed. */
+static void hold_at(const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fclose(f))
+		DIE("-H %s: %s", path, strerror(errno));
+	for (int ms = 0; access(path, F_OK) == 0; ms++) {
+		if (ms > 30000)
+			DIE("-H %s: not removed within 30 s", path);
+		usleep(1000);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *port = "18515";
@@ -198,8 +218,9 @@ int main(int argc, char **argv)
 	bool server, reconnect = false;
 	uint64_t last_us;
 	char done = 'd', peer_done;
+	const char *hold = NULL;
 
-	while ((opt = getopt(argc, argv, "g:p:n:R")) != -1) {
+	while ((opt = getopt(argc, argv, "g:p:n:RH:")) != -1) {
 		switch (opt) {
 		case 'g':
 			gidx = atoi(optarg);
@@ -213,9 +234,12 @@ int main(int argc, char **argv)
 		case 'R':
 			reconnect = true;
 			break;
+		case 'H':
+			hold = optarg;
+			break;
 		default:
-			fprintf(stderr,
-				"usage: sr_ackpp [-g gid] [-p port] [-n rounds] [-R] [server]\n");
+			fprintf(stderr, "usage: sr_ackpp [-g gid] [-p port] [-n rounds] [-R] [-H "
+					"file] [server]\n");
 			return 2;
 		}
 	}
@@ -264,7 +288,10 @@ int main(int argc, char **argv)
 		printf("server: %u rounds, %u completions after more than 2 ms; QP destroyed "
 		       "as soon as value %u arrived\n",
 		       rounds, slow, rounds + 1);
+		fflush(stdout); /* ack_gone.sh waits for this line */
 	} else {
+		if (hold)
+			hold_at(hold);
 		last_us = write_value(&c, rounds + 1);
 		printf("client: %u rounds, %u completions after more than 2 ms; the last WRITE, "
 		       "whose target destroyed its QP on seeing it, completed in %" PRIu64 " us\n",
