@@ -75,6 +75,31 @@ static size_t pseudo_hdr(uint8_t *h, const uint8_t sgid[16], const uint8_t dgid[
 	return (size_t)(p + UDP_LEN - h);
 }
 
+/*
+ * isa-l's AVX-512 CRC (crc32_gzip_refl_by16_10) returns without
+ * VZEROUPPER, leaving the upper halves of the vector registers dirty: every
+ * SSE instruction of ours after it (gcc's default x86-64 code: memset,
+ * struct copies) then paid a transition, and perf put 60-76% of the
+ * samples of the functions that called it on the first such instruction
+ * (sr_udp_build, sr_eng_rx_one).  So the CRC's callers clear them, on a CPU
+ * that has AVX (VZEROUPPER is an AVX instruction).
+ */
+static void vector_upper_clear(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	static int avx = -1; /* racing first callers store the same value */
+	int v = __atomic_load_n(&avx, __ATOMIC_RELAXED);
+
+	if (__builtin_expect(v < 0, 0)) {
+		__builtin_cpu_init();
+		v = __builtin_cpu_supports("avx") ? 1 : 0;
+		__atomic_store_n(&avx, v, __ATOMIC_RELAXED);
+	}
+	if (v)
+		__asm__ volatile("vzeroupper" ::: "memory");
+#endif
+}
+
 uint32_t sr_icrc_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
 		    uint16_t ip_id, const struct iovec *iov, int iovcnt)
 {
@@ -110,6 +135,7 @@ uint32_t sr_icrc_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t spo
 		if (iov[i].iov_len > off)
 			crc = crc32_gzip_refl(crc, (const uint8_t *)iov[i].iov_base + off,
 					      iov[i].iov_len - off);
+	vector_upper_clear();
 	return crc;
 }
 
