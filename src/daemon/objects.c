@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1622,17 +1623,23 @@ static int do_destroy_qp(struct sr_daemon *d, struct sr_client *c, const struct 
 
 /* A connected QP's responder over the wire: the engine answers a repeat
  * of its last message after it is gone (engine/resp.c, sr_eng_resp_gone).
- * Read under the QP's lock if it is free (a stopped process may hold it:
- * then nothing is noted). */
+ * Read under the QP's lock, which the daemon never waits for: a holder
+ * that died is taken over, a live one (the engine, a polling thread) is
+ * given a few turns, and a stopped one leaves nothing noted. */
 static void qp_note_gone(struct sr_daemon *d, struct sr_qp_shm *qp, uint64_t eng_off)
 {
 	struct sr_eng_qp *q = sr_arena_at(d->arena, eng_off);
 	struct sr_eng_gone g;
+	int tries = 0;
 	bool ok;
 
-	if (!qp->wire || (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_RECV) ||
-	    sr_shm_trylock(&qp->wtx_lock))
+	if (!qp->wire || (qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_RECV))
 		return;
+	while (sr_shm_lock_nowait(&qp->wtx_lock)) {
+		if (++tries > 64)
+			return;
+		sched_yield();
+	}
 	ok = q->qpn == qp->qpn &&
 	     q->gen == atomic_load_explicit(&qp->wire_gen, memory_order_acquire) && q->resp_init;
 	if (ok) {
