@@ -514,7 +514,7 @@ static void open_ctx(struct ctx *c, bool server, struct decoy *d)
 		DIE("ibv_open_device");
 	c->pd = ibv_alloc_pd(c->dev);
 	c->cq = ibv_create_cq(c->dev, 2 * DEPTH + 2, NULL, NULL, 0);
-	c->buf = aligned_alloc(4096, len);
+	c->buf = aligned_alloc(4096, (len + 4095) / 4096 * 4096); /* C11: a multiple */
 	c->counter = aligned_alloc(4096, 4096);
 	if (!c->pd || !c->cq || !c->buf || !c->counter)
 		DIE("resources");
