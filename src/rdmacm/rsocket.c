@@ -527,6 +527,13 @@ int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
 			break;
 		}
 		rs->state = RS_RESOLVING;
+		/* non-blocking: the connection is under way, whatever the
+		 * events already say (rdma-core's rconnect returns
+		 * EINPROGRESS here too; POLLOUT tells the rest) */
+		if (rs->nonblock) {
+			ret = EINPROGRESS;
+			goto out;
+		}
 		break;
 	case RS_RESOLVING:
 	case RS_CONNECTING:
