@@ -32,6 +32,8 @@
 #include "wire/reqhdr.h"
 
 static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
+static void reposition(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		       uint32_t psn);
 
 static bool is_rd_atomic(uint8_t op)
 {
@@ -369,9 +371,16 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		req_init(qp, q);
 	if (q->rnr_wait)
 		return; /* the RNR timer resumes it */
-	/* the SQ was flushed or reset under us: start from its tail */
+	/* WQEs completed past where the requester stands: an ACK beyond
+	 * what it had resent retired them (the responder had kept them).  Go
+	 * on from the oldest unacknowledged PSN.  Starting over from the
+	 * connection's first PSN (req_init, as this did) sent only
+	 * duplicates from then on, whose ACKs lay beyond anything sent and
+	 * were ignored: RETRY_EXC_ERR with nothing lost (sr_xfer's SEND
+	 * phase, one run in 20-40).  A reset QP starts over through
+	 * wire_gen, a flushed one through flush_err. */
 	if ((int32_t)(q->spos - qp->exec_pos) < 0)
-		req_init(qp, q);
+		reposition(e, qp, q, q->una);
 	if (q->direct_wait && sr_psn_diff(q->una, q->direct_end) >= 0) {
 		q->direct_wait = false;
 		if (q->spos != head) /* WQEs waited behind it: a stream */
