@@ -275,10 +275,6 @@ static void run_udtx(struct sr_engine *e)
 		sr_udtx_release(h);
 }
 
-/*
- * Datagrams a receive half read but only the engine takes (QP1's MADs,
- * multicast: shm/wire_rx.c), processed as if from the socket.
- */
 /* The daemon's notes of QPs it destroyed (sr_engine_gone): one producer
  * (the daemon's thread), one consumer (the engine's). */
 #define GONE_SLOTS 256
@@ -321,6 +317,10 @@ static void run_gone(struct sr_engine *e)
 	}
 }
 
+/*
+ * Datagrams a receive half read but only the engine takes (QP1's MADs,
+ * multicast: shm/wire_rx.c), processed as if from the socket.
+ */
 static void run_rxfwd(struct sr_engine *e)
 {
 	struct sr_slotq fq = sr_rxfwd_q(e->arena);

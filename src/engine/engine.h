@@ -78,12 +78,12 @@ struct sr_pcap;
  * long is taken back (its threads watch memory, not a CQ); if they took
  * fewer than SR_ENG_RX_STRAND_READS datagrams since the last time, it is
  * not lent for SR_ENG_RX_STRAND_PAUSE_NS. */
-/* A destroyed QP's last ACK is sent again to a duplicate of its last
- * message for this long (resp.c, sr_eng_resp_gone). */
-#define SR_ENG_GONE_NS		  10000000000ull
 #define SR_ENG_RX_STRAND_NS	  20000
 #define SR_ENG_RX_STRAND_READS	  8
 #define SR_ENG_RX_STRAND_PAUSE_NS 20000000
+/* A destroyed QP's last ACK is sent again to a duplicate of its last
+ * message for this long (resp.c, sr_eng_resp_gone). */
+#define SR_ENG_GONE_NS 10000000000ull
 
 /* Port counters of the engine (`softrdma status`). */
 enum sr_eng_cnt {

@@ -278,8 +278,9 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	if (e->app) {
 		e->app_sent = true; /* sent before the lock goes (req_leave) */
 		sr_eng_count(&e->cnt[SR_ENG_APP_REQS], 1);
-	} else
+	} else {
 		q->eng_tx_seq = e->tx_flushes + 1; /* out with the next batch */
+	}
 	q->soff += len;
 	if (last)
 		q->soff = UINT64_MAX; /* the WQE is sent */

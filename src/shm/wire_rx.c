@@ -24,11 +24,12 @@
  * go of the QP's lock and never before the engine's own are out, so that
  * neither overtakes the other.  What the engine must take over (something
  * to send when the member is not lent, a timer it does not know, a grant
- * it must keep) it is told through the doorbell after the batch.  While threads poll, the engine
- * leaves the member to them; a thread about to block in the kernel tells it so (sr_wire_rx_sleep),
- * and one that stops polling otherwise has its datagrams taken by the engine within
- * SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).  One reader of a member at a time (engine/rx_member.h),
- * and nobody waits for another.
+ * it must keep) it is told through the doorbell after the batch.  While
+ * threads poll, the engine leaves the member to them; a thread about to
+ * block in the kernel tells it so (sr_wire_rx_sleep), and one that stops
+ * polling otherwise has its datagrams taken by the engine within
+ * SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).  One reader of a member at a
+ * time (engine/rx_member.h), and nobody waits for another.
  *
  * Off while the engine's taps are on (a capture, fault injection, rx_taps):
  * every datagram then goes through the engine.  SOFTRDMA_WIRE_RX=0 turns
