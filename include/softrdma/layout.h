@@ -31,7 +31,7 @@
 #include "core/shmlock.h"
 
 #define SR_ARENA_MAGIC	 0x534f4654524d4131ull /* "SOFTRMA1" */
-#define SR_ARENA_VERSION 1u
+#define SR_ARENA_VERSION 2u
 
 #define SR_CACHELINE	      64
 #define SR_MAX_KEYS	      (1u << 18) /* = 2^SR_KEY_INDEX_BITS */
@@ -461,6 +461,36 @@ struct sr_udtx_slot {
 	uint8_t data[SR_UDTX_DATA]; /* headers, then payload */
 };
 
+/* Fault injection's rules and counts (src/engine/fault.h), where every
+ * thread that sends or receives for the host reads them: the engine and
+ * the receive halves (shm/wire_rx.c) decide each packet's faults from the
+ * same rules and number the packets from the same counters, so a rule
+ * such as drop_nth counts the host's packets whoever handles them.  Only
+ * the engine writes the rules, under the seqlock (core/seqlock.h, which
+ * copies the 32-bit words after seq: hence the word before it, so that
+ * the rules start 8-aligned). */
+#define SR_FAULT_KINDS 5 /* = SR_FK_MAX */
+
+struct sr_fault_rule_shm {
+	uint32_t on, one_qp, qpn, unused;
+	uint64_t thresh[SR_FAULT_KINDS]; /* probability as a fraction of 2^64 (0: never) */
+	uint64_t nth[SR_FAULT_KINDS];	 /* 0: no rule */
+};
+
+struct sr_fault_rules {
+	uint64_t seed;
+	struct sr_fault_rule_shm dir[2]; /* enum sr_fault_dir */
+};
+
+struct sr_fault_shm {
+	uint32_t unused;
+	_Atomic uint32_t seq;
+	struct sr_fault_rules rules;
+	_Atomic uint32_t dirs; /* a bit per direction with a rule: the one look when none */
+	_Atomic uint64_t matched[2];
+	_Atomic uint64_t kind[2][SR_FAULT_KINDS];
+};
+
 struct sr_arena_hdr {
 	uint64_t magic;
 	uint32_t version;
@@ -502,7 +532,9 @@ struct sr_arena_hdr {
 	 * send themselves they count in ud_direct (packets, bytes), which
 	 * `softrdma status` adds to the engine's tx counters */
 	alignas(SR_CACHELINE) _Atomic uint32_t wire_taps;
-	_Atomic uint32_t rx_taps; /* a capture or any fault rule: receive halves read nothing */
+	/* a capture, or a fault that holds packets (delay, reorder): the
+	 * receive halves read nothing */
+	_Atomic uint32_t rx_taps;
 	_Atomic uint64_t ud_direct[2];
 	_Atomic uint64_t wire_direct[2]; /* RC packets posting threads sent (wire_tx.c) */
 	_Atomic uint64_t wire_acks;	 /* ACKs they sent with them (wire_tx.c) */
@@ -523,6 +555,7 @@ struct sr_arena_hdr {
 	_Atomic uint64_t app_rx;			    /* datagrams they took off the socket */
 	alignas(SR_CACHELINE) _Atomic uint64_t rxfwd_head;
 	alignas(SR_CACHELINE) _Atomic uint64_t rxfwd_tail;
+	alignas(SR_CACHELINE) struct sr_fault_shm fault;
 };
 
 /*

@@ -144,8 +144,9 @@ void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t 
 	sr_udp_build(&e->tx[e->ntx], sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
 	sr_eng_count(&e->cnt[SR_ENG_TX_PKTS], 1);
 	sr_eng_count(&e->cnt[SR_ENG_TX_BYTES], paylen);
-	if ((e->fault || e->trace) && e->tx_tap) /* fault.h: drop, dup, hold, corrupt; capture */
-		e->tx_tap(e, sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
+	/* fault.h: drop, dup, hold, corrupt; capture */
+	if (e->trace || sr_fault_dir_on(&((struct sr_arena_hdr *)e->arena)->fault, SR_FAULT_TX))
+		sr_eng_tx_tap(e, sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
 	else
 		e->ntx++;
 }

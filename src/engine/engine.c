@@ -164,7 +164,8 @@ static void rx_tapped(struct sr_engine *e, uint8_t *buf, uint32_t len, const uin
 {
 	unsigned times = 1;
 
-	if (e->fault || e->trace) /* capture, then drop, dup, hold, corrupt */
+	/* capture, then drop, dup, hold, corrupt */
+	if (e->trace || sr_fault_dir_on(&((struct sr_arena_hdr *)e->arena)->fault, SR_FAULT_RX))
 		times = sr_eng_rx_tap(e, buf, len, sgid, dgid, sport);
 	while (times--)
 		sr_eng_rx_one(e, buf, len, sgid, dgid, sport);
@@ -389,12 +390,13 @@ static bool polled(const struct sr_engine *e, unsigned m, struct sr_rx_member *m
  * has its datagrams taken by the engine within that, and one that watches
  * memory instead sooner (rx_stranded).  A thread that is about to block
  * clears its member's poll_at and wakes the engine (sr_wire_rx_sleep).
- * Never while taps are on.  Returns whether any member is out.
+ * Never while the receive halves are off (rx_taps: a capture, or a fault
+ * that holds packets).  Returns whether any member is out.
  */
 static bool rx_lend(struct sr_engine *e)
 {
 	struct sr_arena_hdr *h = e->arena;
-	bool taps = e->fault || e->trace;
+	bool taps = atomic_load_explicit(&h->rx_taps, memory_order_relaxed);
 
 	for (unsigned m = 1; m < e->nrx; m++) {
 		struct sr_rx_member *mb = &h->rx_members[m];
@@ -522,7 +524,11 @@ static void *engine_main(void *arg)
 		atomic_store_explicit(&h->wire_taps,
 				      e->trace || (e->fault && sr_fault_tx_on(e->fault)),
 				      memory_order_relaxed);
-		atomic_store_explicit(&h->rx_taps, e->trace || e->fault, memory_order_relaxed);
+		/* packets held for delay or reorder, and the capture, are the
+		 * engine's alone: the receive halves then read nothing */
+		atomic_store_explicit(&h->rx_taps,
+				      e->trace || (e->fault && sr_fault_holds(e->fault)),
+				      memory_order_relaxed);
 		e->now = now_ns();
 		run_doorbells(e);
 		run_udtx(e);
@@ -832,7 +838,7 @@ int sr_engine_start(int sock)
 		return ret;
 	e->rx_sock = sock;
 	e->dack_ns = sr_eng_dack_ns();
-	e->tx_tap = sr_eng_tx_tap;
+	e->taps = &sr_eng_fault_taps;
 	ret = pthread_create(&engine_thread, NULL, engine_start_thread, e);
 	if (ret)
 		return -ret;
@@ -858,7 +864,7 @@ struct sr_engine *sr_engine_attach(int sock)
 	for (int i = 0; i < SR_ENG_SOCKS; i++)
 		e->socks[i] = -1; /* whatever it sends goes nowhere (EBADF) */
 	e->dack_ns = sr_eng_dack_ns();
-	e->tx_tap = sr_eng_tx_tap;
+	e->taps = &sr_eng_fault_taps;
 	e->now = now_ns();
 	return e;
 }

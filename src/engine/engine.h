@@ -35,6 +35,7 @@
 #include <softrdma/layout.h>
 
 #include "core/idalloc.h"
+#include "engine/fault.h"
 #include "shm/responder.h"
 #include "wire/bth.h"
 #include "wire/udp.h"
@@ -305,12 +306,13 @@ struct sr_engine {
 	 * read by the daemon's status (relaxed atomics, no locked instruction) */
 	_Atomic uint64_t cnt[SR_ENG_CNT_MAX];
 	_Atomic uint64_t drops[SR_DROP_MAX];
-	/* fault injection and capture (fault.h, ctl.h): engine thread only */
-	void (*tx_tap)(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid,
-		       uint16_t sport, const uint8_t *hdr, unsigned hlen, const struct iovec *pay,
-		       unsigned npay, uint32_t paylen); /* sr_eng_tx_tap */
-	struct sr_fault *fault;				/* NULL: never set */
-	struct sr_pcap *trace;				/* NULL: no capture */
+	/* fault injection and capture (fault.h, ctl.h): the rules as this
+	 * thread last read them from the arena; the engine's holding and
+	 * capture (NULL in a receive half), and its state */
+	struct sr_fault_view fault_view;
+	const struct sr_eng_taps *taps;
+	struct sr_fault *fault; /* NULL: never set */
+	struct sr_pcap *trace;	/* NULL: no capture */
 	uint64_t trace_pkts;
 	int trace_err;
 	void *vis; /* per-QP retransmission counts (ctl.c) */

@@ -1,10 +1,8 @@
 /*
- * Fault injection on the RoCEv2 wire: the spec parser, the seeded
- * decisions, the holding queues for delay and reorder, and the engine's
- * transmit and receive taps (see fault.h for the grammar and the
- * determinism rules).  The PRNG is xoshiro256** (Blackman and Vigna),
- * seeded through splitmix64, both written here from their published
- * definitions.
+ * Fault injection on the RoCEv2 wire, the engine's part: the spec parser,
+ * the engine's state, and the holding queues for delay and reorder that
+ * the taps (fault_decide.c) fill and the engine's loop empties (see
+ * fault.h for the grammar and the determinism rules).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -24,35 +22,6 @@
 const char *const sr_fault_kind_name[SR_FK_MAX] = {"drop", "dup", "reorder", "corrupt", "delay"};
 
 #define REORDER_DEFAULT_NS 1000000ull
-
-/* ---- PRNG ---- */
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static inline uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t xoshiro(uint64_t s[4])
-{
-	uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return r;
-}
 
 /* ---- the spec ---- */
 
@@ -178,6 +147,18 @@ bool sr_fault_cfg_on(const struct sr_fault_cfg *cfg)
 	for (int d = 0; d < SR_FAULT_DIRS; d++)
 		if (cfg->dir[d].on)
 			return true;
+	return false;
+}
+
+bool sr_fault_cfg_holds(const struct sr_fault_cfg *cfg)
+{
+	for (int d = 0; d < SR_FAULT_DIRS; d++) {
+		const struct sr_fault_rule *r = &cfg->dir[d];
+
+		if (r->on && (r->thresh[SR_FK_DELAY] || r->nth[SR_FK_DELAY] ||
+			      r->thresh[SR_FK_REORDER] || r->nth[SR_FK_REORDER]))
+			return true;
+	}
 	return false;
 }
 
@@ -325,26 +306,13 @@ struct held {
 
 struct sr_fault {
 	struct sr_fault_cfg cfg;
-	uint64_t rng[SR_FAULT_DIRS][4];
-	struct sr_fault_counts cnt;
+	struct sr_fault_shm *sh; /* the rules and counts everyone uses */
 	struct held *held[SR_FAULT_DIRS], **tail[SR_FAULT_DIRS];
 	unsigned nheld[SR_FAULT_DIRS];
 	bool release_all;
 };
 
-static void seed(struct sr_fault *f)
-{
-	static const uint64_t salt[SR_FAULT_DIRS] = {0x7478000000000000ull, 0x7278000000000000ull};
-
-	for (int d = 0; d < SR_FAULT_DIRS; d++) {
-		uint64_t x = f->cfg.seed ^ salt[d];
-
-		for (int i = 0; i < 4; i++)
-			f->rng[d][i] = splitmix64(&x);
-	}
-}
-
-struct sr_fault *sr_fault_new(const struct sr_fault_cfg *cfg)
+struct sr_fault *sr_fault_new(const struct sr_fault_cfg *cfg, struct sr_fault_shm *sh)
 {
 	struct sr_fault *f = calloc(1, sizeof(*f));
 
@@ -352,6 +320,7 @@ struct sr_fault *sr_fault_new(const struct sr_fault_cfg *cfg)
 		return NULL;
 	for (int d = 0; d < SR_FAULT_DIRS; d++)
 		f->tail[d] = &f->held[d];
+	f->sh = sh;
 	sr_fault_set(f, cfg);
 	return f;
 }
@@ -362,8 +331,7 @@ void sr_fault_set(struct sr_fault *f, const struct sr_fault_cfg *cfg)
 		f->cfg = *cfg;
 	else
 		memset(&f->cfg, 0, sizeof(f->cfg));
-	memset(&f->cnt, 0, sizeof(f->cnt));
-	seed(f);
+	sr_fault_publish(f->sh, cfg);
 	f->release_all = true;
 }
 
@@ -383,43 +351,9 @@ void sr_fault_free(struct sr_fault *f)
 
 void sr_fault_counts(const struct sr_fault *f, struct sr_fault_counts *out)
 {
-	*out = f->cnt;
+	sr_fault_shm_counts(f->sh, out);
 	for (int d = 0; d < SR_FAULT_DIRS; d++)
 		out->held_now[d] = f->nheld[d];
-}
-
-unsigned sr_fault_decide(struct sr_fault *f, enum sr_fault_dir d, uint32_t dqpn, uint32_t nbits,
-			 uint32_t *bit)
-{
-	const struct sr_fault_rule *r = &f->cfg.dir[d];
-	unsigned mask = 0;
-	uint64_t n;
-
-	if (!r->on || (r->one_qp && r->qpn != dqpn))
-		return 0;
-	n = ++f->cnt.matched[d];
-	for (int k = 0; k < SR_FK_MAX; k++) {
-		if (r->thresh[k] &&
-		    xoshiro(f->rng[d]) <= r->thresh[k] - (r->thresh[k] != UINT64_MAX))
-			mask |= 1u << k;
-		if (r->nth[k] == n)
-			mask |= 1u << k;
-	}
-	if (r->thresh[SR_FK_CORRUPT] || r->nth[SR_FK_CORRUPT]) {
-		uint64_t x = xoshiro(f->rng[d]);
-
-		*bit = nbits ? (uint32_t)(x % nbits) : 0;
-	}
-	if (mask & (1u << SR_FK_DROP))
-		mask = 1u << SR_FK_DROP;
-	if (mask & (1u << SR_FK_DELAY))
-		mask &= ~(1u << SR_FK_REORDER);
-	if ((mask & (1u << SR_FK_CORRUPT)) && !nbits)
-		mask &= ~(1u << SR_FK_CORRUPT);
-	for (int k = 0; k < SR_FK_MAX; k++)
-		if (mask & (1u << k))
-			f->cnt.kind[d][k]++;
-	return mask;
 }
 
 static uint64_t mono_ns(void)
@@ -431,14 +365,18 @@ static uint64_t mono_ns(void)
 }
 
 /* Keeps a copy of the datagram; false if the queue is full (it passes). */
-static bool hold(struct sr_fault *f, enum sr_fault_dir d, unsigned mask, int sock,
+static bool hold(struct sr_engine *e, enum sr_fault_dir d, unsigned mask, int sock,
 		 const uint8_t *sgid, const uint8_t *dgid, uint16_t sport, const struct iovec *iov,
 		 unsigned niov)
 {
-	const struct sr_fault_rule *r = &f->cfg.dir[d];
+	struct sr_fault *f = e->fault;
+	const struct sr_fault_rule *r;
 	size_t len = 0;
 	struct held *h;
 
+	if (!f)
+		return false; /* the rules came before the engine's state: it passes */
+	r = &f->cfg.dir[d];
 	if (f->nheld[d] >= SR_FAULT_HOLD_MAX)
 		return false;
 	for (unsigned i = 0; i < niov; i++)
@@ -470,13 +408,23 @@ bool sr_fault_tx_on(const struct sr_fault *f)
 	return f->cfg.dir[SR_FAULT_TX].on;
 }
 
-/* A packet went through in direction d: reordered ones may follow it. */
-static void passed(struct sr_fault *f, enum sr_fault_dir d)
+bool sr_fault_holds(const struct sr_fault *f)
 {
-	for (struct held *h = f->held[d]; h; h = h->next)
+	return sr_fault_cfg_holds(&f->cfg);
+}
+
+/* A packet went through in direction d: reordered ones may follow it. */
+static void passed(struct sr_engine *e, enum sr_fault_dir d)
+{
+	if (!e->fault)
+		return;
+	for (struct held *h = e->fault->held[d]; h; h = h->next)
 		if (h->after_next)
 			h->due = 0;
 }
+
+const struct sr_eng_taps sr_eng_fault_taps = {
+    .hold = hold, .passed = passed, .trace = sr_eng_trace};
 
 /* Takes the first held packet of direction d that is due, or NULL. */
 static struct held *take_due(struct sr_fault *f, enum sr_fault_dir d, uint64_t now)
@@ -495,89 +443,7 @@ static struct held *take_due(struct sr_fault *f, enum sr_fault_dir d, uint64_t n
 	return NULL;
 }
 
-static uint32_t bth_dqpn(const uint8_t *bth)
-{
-	return (uint32_t)bth[5] << 16 | (uint32_t)bth[6] << 8 | bth[7];
-}
-
-/* ---- the engine's taps ---- */
-
-void sr_eng_tx_tap(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid, uint16_t sport,
-		   const uint8_t *hdr, unsigned hlen, const struct iovec *pay, unsigned npay,
-		   uint32_t paylen)
-{
-	struct sr_udp_pkt *t = &e->tx[e->ntx];
-	int sock = e->txsock[e->ntx];
-	unsigned mask = 0;
-	uint32_t bit = 0;
-
-	if (e->fault) {
-		/* the bytes we own after the BTH: extension headers and ICRC */
-		uint32_t nbits = (hlen > SR_BTH_LEN ? hlen - SR_BTH_LEN : 0) * 8 + SR_ICRC_LEN * 8;
-
-		mask = sr_fault_decide(e->fault, SR_FAULT_TX, bth_dqpn(hdr), nbits, &bit);
-	}
-	if (mask & (1u << SR_FK_DROP))
-		return;
-	if (mask & (1u << SR_FK_CORRUPT)) {
-		uint32_t ext = hlen > SR_BTH_LEN ? (hlen - SR_BTH_LEN) * 8 : 0;
-		struct iovec *last = &t->iov[t->niov - 1];
-
-		if (bit < ext)
-			t->hdr[SR_BTH_LEN + bit / 8] ^= (uint8_t)(1u << (bit % 8));
-		else
-			((uint8_t *)
-			     last->iov_base)[last->iov_len - SR_ICRC_LEN + (bit - ext) / 8] ^=
-			    (uint8_t)(1u << ((bit - ext) % 8));
-	}
-	if (mask & ((1u << SR_FK_DELAY) | (1u << SR_FK_REORDER))) {
-		if (hold(e->fault, SR_FAULT_TX, mask, sock, sgid, dgid, sport, t->iov, t->niov))
-			return;
-		mask &= ~((1u << SR_FK_DELAY) | (1u << SR_FK_REORDER));
-	}
-	if (e->trace)
-		sr_eng_trace(e, sgid, dgid, sport, SR_ROCE_PORT, t->iov, (int)t->niov);
-	e->ntx++;
-	if (e->fault)
-		passed(e->fault, SR_FAULT_TX);
-	if (mask & (1u << SR_FK_DUP)) {
-		/* an identical datagram, built again (the batch may be sent in between) */
-		if (e->ntx == SR_ENG_TX_BATCH)
-			sr_eng_flush_tx(e);
-		t = &e->tx[e->ntx];
-		e->txsock[e->ntx] = sock;
-		sr_udp_build(t, sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
-		if (e->trace)
-			sr_eng_trace(e, sgid, dgid, sport, SR_ROCE_PORT, t->iov, (int)t->niov);
-		e->ntx++;
-	}
-}
-
-unsigned sr_eng_rx_tap(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		       const uint8_t *dgid, uint16_t sport)
-{
-	struct iovec iov = {buf, len};
-	unsigned mask;
-	uint32_t bit = 0;
-
-	/* recorded as it came off the socket, before any fault */
-	if (e->trace)
-		sr_eng_trace(e, sgid, dgid, sport, SR_ROCE_PORT, &iov, 1);
-	if (!e->fault)
-		return 1;
-	if (len < SR_BTH_LEN)
-		return 1; /* not ours to judge: the parser drops it */
-	mask = sr_fault_decide(e->fault, SR_FAULT_RX, bth_dqpn(buf), (len - SR_BTH_LEN) * 8, &bit);
-	if (mask & (1u << SR_FK_DROP))
-		return 0;
-	if (mask & (1u << SR_FK_CORRUPT))
-		buf[SR_BTH_LEN + bit / 8] ^= (uint8_t)(1u << (bit % 8));
-	if ((mask & ((1u << SR_FK_DELAY) | (1u << SR_FK_REORDER))) &&
-	    hold(e->fault, SR_FAULT_RX, mask, -1, sgid, dgid, sport, &iov, 1))
-		return 0;
-	passed(e->fault, SR_FAULT_RX);
-	return mask & (1u << SR_FK_DUP) ? 2 : 1;
-}
+/* ---- releasing ---- */
 
 static void send_held(const struct held *h)
 {
@@ -626,8 +492,7 @@ uint64_t sr_eng_fault_turn(struct sr_engine *e)
 	while ((h = take_due(f, SR_FAULT_TX, now))) {
 		struct iovec iov = {h->data, h->len};
 
-		if (e->trace)
-			sr_eng_trace(e, h->sgid, h->dgid, h->sport, SR_ROCE_PORT, &iov, 1);
+		sr_eng_trace(e, h->sgid, h->dgid, h->sport, SR_ROCE_PORT, &iov, 1);
 		send_held(h);
 		free(h);
 	}

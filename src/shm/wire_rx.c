@@ -31,9 +31,11 @@
  * SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).  One reader of a member at a
  * time (engine/rx_member.h), and nobody waits for another.
  *
- * Off while the engine's taps are on (a capture, fault injection, rx_taps):
- * every datagram then goes through the engine.  SOFTRDMA_WIRE_RX=0 turns
- * it off.
+ * Injected faults that drop, duplicate or corrupt it applies itself, from
+ * the rules in the arena (engine/fault_decide.c), to what it receives and
+ * what it sends.  Off while the engine has packets to hold for a fault
+ * (delay, reorder) or a capture to write (rx_taps): every datagram then
+ * goes through the engine.  SOFTRDMA_WIRE_RX=0 turns it off.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -84,11 +86,12 @@ static bool tx_on(void)
 
 /* Whether this thread sends its QPs' requests too (engine/req.c,
  * app_sends): while the engine leaves its member to its process's threads
- * and sends nothing it must see (taps). */
+ * and has nothing to capture or hold (rx_taps).  Drops, duplicates and
+ * corruptions this thread applies itself (engine/fault_decide.c). */
 static bool may_send(struct sr_arena_hdr *h, struct sr_rx_member *mb)
 {
 	return tx_on() && atomic_load_explicit(&mb->lent, memory_order_relaxed) &&
-	       !atomic_load_explicit(&h->wire_taps, memory_order_relaxed);
+	       !atomic_load_explicit(&h->rx_taps, memory_order_relaxed);
 }
 
 static void half_fini(struct rx_half *r)
@@ -210,21 +213,28 @@ static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t 
 	uint32_t dqpn =
 	    len >= SR_BTH_LEN ? (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7] : 0;
 	struct sr_pkt p;
+	unsigned times = 1;
 
 	if (dqpn == 1 || dqpn == SR_QPN_MCAST) {
 		hand_to_engine(r, buf, len, sgid, dgid, sport);
 		return;
 	}
-	if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
-		return;
-	sr_eng_rx_unicast(e, &p, sgid, dgid);
-	/* for a QP that is gone: the engine counts it (not twice), and may
-	 * ACK it again */
-	if (e->app_unknown) {
-		e->app_unknown = false;
-		sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], (uint64_t)-1);
-		sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], (uint64_t) - (uint64_t)p.paylen);
-		hand_to_engine(r, buf, len, sgid, dgid, sport);
+	/* injected faults, as the engine would apply them (drop, dup, corrupt) */
+	if (sr_fault_dir_on(&((struct sr_arena_hdr *)e->arena)->fault, SR_FAULT_RX))
+		times = sr_eng_rx_tap(e, buf, len, sgid, dgid, sport);
+	while (times--) {
+		if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
+			return;
+		sr_eng_rx_unicast(e, &p, sgid, dgid);
+		/* for a QP that is gone: the engine counts it (not twice), and
+		 * may ACK it again */
+		if (e->app_unknown) {
+			e->app_unknown = false;
+			sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], (uint64_t)-1);
+			sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], (uint64_t) - (uint64_t)p.paylen);
+			hand_to_engine(r, buf, len, sgid, dgid, sport);
+			return;
+		}
 	}
 }
 

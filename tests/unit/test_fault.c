@@ -1,8 +1,10 @@
 /*
- * Unit test of the wire's fault injection (src/engine/fault.c): the spec
- * grammar (accepted, refused, canonical form), and the decisions: the same
- * seed over the same packet sequence gives the same decisions, another
- * seed others; probabilities come out near what was asked; an _nth rule
+ * Unit test of the wire's fault injection (src/engine/fault.c,
+ * fault_decide.c): the spec grammar (accepted, refused, canonical form),
+ * and the decisions: the same seed over the same packet sequence gives the
+ * same decisions, also when several threads (views of the shared rules)
+ * take turns at the packets, another seed others; the shared counts add
+ * up to what was decided; probabilities come out near what was asked; an _nth rule
  * hits exactly that packet; a QP filter lets every other QP through; a
  * drop overrides the rest, a delay a reorder; a corruption's bit stays
  * below the limit given.
@@ -16,24 +18,44 @@
 
 #define NPKT 200000
 
-static void run(const char *spec, unsigned *masks, uint32_t *bits)
+/* Decides NPKT packets (every third one received), the way the engine and
+ * nviews - 1 receive halves would take turns at them: each with its own
+ * view of the rules in the shared record. */
+static void run_by(const char *spec, unsigned *masks, uint32_t *bits, unsigned nviews)
 {
+	static struct sr_fault_shm sh;
+	struct sr_fault_view views[3];
+	struct sr_fault_counts c;
 	struct sr_fault_cfg cfg;
-	struct sr_fault *f;
 	char err[128];
+	uint64_t kinds = 0, marks = 0;
 
 	CHECK_EQ(sr_fault_parse(spec, &cfg, err, sizeof(err)), 0);
-	f = sr_fault_new(&cfg);
-	CHECK(f != NULL);
-	if (!f)
-		return;
+	memset(views, 0, sizeof(views));
+	sr_fault_publish(&sh, NULL); /* what an earlier run left goes */
+	sr_fault_publish(&sh, &cfg);
 	for (unsigned i = 0; i < NPKT; i++) {
 		enum sr_fault_dir d = i % 3 ? SR_FAULT_TX : SR_FAULT_RX;
 
 		bits[i] = 0;
-		masks[i] = sr_fault_decide(f, d, 0x12 + (i % 5), 1000, &bits[i]);
+		masks[i] =
+		    sr_fault_decide(&sh, &views[i % nviews], d, 0x12 + (i % 5), 1000, &bits[i]);
+		for (int k = 0; k < SR_FK_MAX; k++)
+			marks += !!(masks[i] & (1u << k));
 	}
-	sr_fault_free(f);
+	/* what `softrdma status` shows: every decision, whoever made it */
+	sr_fault_shm_counts(&sh, &c);
+	for (int d = 0; d < SR_FAULT_DIRS; d++)
+		for (int k = 0; k < SR_FK_MAX; k++)
+			kinds += c.kind[d][k];
+	CHECK_EQ(kinds, marks);
+	CHECK(c.matched[SR_FAULT_TX] + c.matched[SR_FAULT_RX] <= NPKT);
+	CHECK(c.matched[SR_FAULT_TX] > 0);
+}
+
+static void run(const char *spec, unsigned *masks, uint32_t *bits)
+{
+	run_by(spec, masks, bits, 1);
 }
 
 static unsigned count(const unsigned *m, enum sr_fault_kind k)
@@ -99,6 +121,10 @@ int main(void)
 	CHECK_CTX("seed");
 	run(spec, m1, b1);
 	run(spec, m2, b2);
+	CHECK_EQ(memcmp(m1, m2, sizeof(m1)), 0);
+	CHECK_EQ(memcmp(b1, b2, sizeof(b1)), 0);
+	/* whichever thread takes each packet: three taking turns decide as one */
+	run_by(spec, m2, b2, 3);
 	CHECK_EQ(memcmp(m1, m2, sizeof(m1)), 0);
 	CHECK_EQ(memcmp(b1, b2, sizeof(b1)), 0);
 	run("seed=8,drop=0.01,dup=0.05,reorder=0.02,corrupt=0.03,delay=0.04:500us;"
