@@ -51,6 +51,7 @@ struct sr_pcap;
 #define SR_ENG_READ_CHUNK   64		   /* response packets one READ request asks for (req.c) */
 #define SR_ENG_OOO	    256		   /* PSNs past a gap a responder may place (resp.c) */
 #define SR_ENG_PROBE_NS	    2000000	   /* first tail-loss probe after this (req.c) */
+#define SR_ENG_REC_MIN_NS   100000	   /* a packet resent alone: its timer's floor (req.c) */
 #define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
 #define SR_ENG_TX_BATCH	    SR_UDP_BATCH   /* packets per flush (udp.h: GSO runs, sendmmsg) */
 #define SR_ENG_RX_BATCH	    32		   /* buffers per recvmmsg */
@@ -173,9 +174,14 @@ struct sr_eng_qp {
 	uint64_t rto_at;    /* the local ACK timeout expires (0: infinite) */
 	uint64_t probe_ns;  /* the current probe interval */
 	bool rnr_wait;
-	bool recovering; /* after a sequence NAK, until progress */
-	bool regap;	 /* rewound since the last progress: answers after the
-			  * oldest unanswered one may be stale, no new gap */
+	bool recovering;   /* after a sequence NAK, until progress */
+	bool regap;	   /* rewound since the last progress: answers after the
+			    * oldest unanswered one may be stale, no new gap */
+	uint32_t rec_psn;  /* the packet last resent alone (req.c, resend_alone) */
+	uint32_t rec_mark; /* the furthest PSN sent + 1 when the NAK came */
+	uint64_t rec_at;   /* when it went (ns) */
+	uint64_t rec_due;  /* it goes again then, unless acknowledged (0: no) */
+	uint64_t rec_rtt;  /* resend to its ACK, smoothed (ns; 0: none seen) */
 	uint8_t retry_left, rnr_left;
 
 	/* responder */

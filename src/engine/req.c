@@ -313,6 +313,8 @@ static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 	q->rnr_wait = false;
 	q->regap = false;
 	q->recovering = false;
+	q->rec_due = 0;
+	q->rec_rtt = 0;
 	q->retry_left = qp->retry_cnt;
 	q->rnr_left = qp->rnr_retry;
 	q->hspos = q->spos;
@@ -597,6 +599,64 @@ static bool first_unanswered(struct sr_engine *e, struct sr_qp_shm *qp, struct s
  * while at 1% loss go-back-N resends no more than before (a fixed 2 MiB
  * window cost 20% there).
  */
+/* The oldest unacknowledged packet goes again alone, with AckReq: the ACK
+ * says how far the responder got past it (resp.c places ahead). */
+static void resend_alone(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	uint64_t t = q->rec_rtt * 4;
+
+	rewind_to(e, qp, q, q->una);
+	q->recovering = true;
+	q->rec_psn = q->una;
+	req_run(e, qp, q); /* (or the engine, soon: shm/wire_rx.c) */
+	/* it or its ACK may be lost too, and no NAK would say so (one per
+	 * gap): it goes again after four of its round trips, not after a
+	 * probe's milliseconds */
+	if (t < SR_ENG_REC_MIN_NS)
+		t = SR_ENG_REC_MIN_NS;
+	if (t > q->probe_ns)
+		t = q->probe_ns;
+	q->rec_at = e->now;
+	q->rec_due = e->now + t;
+	if (q->rto_at && q->rto_at < q->rec_due)
+		q->rec_due = q->rto_at;
+	q->deadline = q->rec_due; /* before the probe's, which it stands for meanwhile */
+	sr_eng_activate(e, q);
+}
+
+/*
+ * The ACK of a resent packet came back short of what had been sent before
+ * the NAK (rec_mark): the responder placed what it could past the gap and
+ * stopped at the next packet it lacks, which a loss of 1% makes likely
+ * within a window of a few hundred.  That one goes alone too, when the
+ * responder did place (the ACK went past the resent packet) and the packet
+ * is one it places (a WRITE's MIDDLE, or the LAST of one without
+ * immediate): each further loss then costs a round trip, not the resend
+ * of everything after it.  Anything else is go-back-N from there.
+ */
+static bool next_hole(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
+		      uint32_t resent)
+{
+	if (sr_psn_diff(q->una, sr_psn_add(resent, 1)) <= 0 ||
+	    sr_psn_diff(q->una, q->rec_mark) >= 0 || q->rd_out)
+		return false;
+	for (uint32_t i = qp->exec_pos; i != q->hspos; i++) {
+		const struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, i);
+		const struct sr_eng_swqe *sw = &q->swqe[i & (q->swqe_cnt - 1)];
+		int32_t d = sr_psn_diff(q->una, sw->first_psn);
+
+		if (is_local(w->opcode) || d >= (int32_t)sw->npkts)
+			continue;
+		if (d <= 0 ||
+		    (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) ||
+		    (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM && d == (int32_t)sw->npkts - 1))
+			return false;
+		resend_alone(e, qp, q);
+		return true;
+	}
+	return false;
+}
+
 static void grow_window(struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t acked)
 {
 	uint32_t max = (2u << 20) / sr_mtu_bytes(qp->path_mtu);
@@ -618,9 +678,9 @@ static void grow_window(struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t acke
  * and the requester was rewound. */
 static bool acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
 {
-	uint32_t next = sr_psn_add(psn, 1), u;
+	uint32_t next = sr_psn_add(psn, 1), u, resent = q->rec_psn;
+	bool implied = false, rec = q->recovering, moved = false;
 	struct sr_eng_swqe *sw;
-	bool implied = false;
 
 	/* only a PSN we sent moves anything (C9-xx: ignore others) */
 	if (sr_psn_diff(next, q->una) <= 0 || sr_psn_diff(next, q->hpsn) > 0)
@@ -630,17 +690,26 @@ static bool acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		implied = !q->regap; /* once, until progress */
 	}
 	if (sr_psn_diff(next, q->una) > 0) {
+		if (rec && q->rec_due && sr_psn_diff(next, resent) > 0) {
+			uint64_t rtt = e->now - q->rec_at;
+
+			q->rec_rtt = q->rec_rtt ? (q->rec_rtt * 7 + rtt) / 8 : rtt;
+			q->rec_due = 0;
+		}
 		grow_window(qp, q, (uint32_t)sr_psn_diff(next, q->una));
 		q->una = next;
 		q->regap = false;
 		q->recovering = false;
 		q->retry_left = qp->retry_cnt; /* progress: the retry budget starts again */
 		sr_eng_comp_retire(e, qp, q, sr_psn_add(next, SR_PSN_MASK));
+		moved = true;
 	}
 	if (implied) {
 		rewind_to(e, qp, q, q->una);
 		return true;
 	}
+	if (rec && moved && next_hole(e, qp, q, resent))
+		return false;
 	if (sr_psn_diff(q->una, q->npsn) > 0)
 		reposition(e, qp, q, q->una); /* no need to resend what came */
 	if (q->una == q->npsn && qp->exec_pos == q->spos && !q->soff)
@@ -692,11 +761,12 @@ static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 	}
 	sr_eng_count(&e->cnt[SR_ENG_NAK_RX], 1);
 	if (kind == SR_AETH_NAK && val == SR_NAK_PSN_SEQ) {
-		/* resend the missing packet alone, with AckReq: the ACK says
-		 * how far the responder got past it (resp.c places ahead) */
-		rewind_to(e, qp, q, q->una);
-		q->recovering = true;
-		req_run(e, qp, q);
+		/* the packet is on its way again (next_hole, from the ACK
+		 * this NAK implies or one before it): this NAK is older */
+		if (q->recovering && q->rec_psn == q->una)
+			return;
+		q->rec_mark = q->hpsn;
+		resend_alone(e, qp, q);
 		return;
 	}
 	/* remote access, invalid request, remote operational error: fatal */
@@ -887,6 +957,18 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		q->rnr_wait = false;
 		q->deadline = 0;
 		req_run(e, qp, q);
+		return;
+	}
+	if ((!q->rto_at || e->now < q->rto_at) && q->rec_due && e->now >= q->rec_due &&
+	    q->recovering) {
+		/* a packet resent alone, not acknowledged in four of its
+		 * round trips: it (or its ACK) was lost, it goes again; the
+		 * round trip is taken as twice as long until one comes */
+		sr_eng_count(&e->cnt[SR_ENG_PROBES], 1);
+		q->rec_due = 0;
+		q->rec_rtt = q->rec_rtt ? q->rec_rtt * 2 : SR_ENG_REC_MIN_NS / 2;
+		set_deadline(e, q);
+		resend_alone(e, qp, q);
 		return;
 	}
 	if (!q->rto_at || e->now < q->rto_at) {

@@ -673,14 +673,15 @@ static void duplicate(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 
 /*
  * Loss recovery without resending everything (our responder's choice; the
- * wire stays go-back-N).  A WRITE MIDDLE packet that arrives past a gap,
- * of the WRITE in progress (its RETH checked the whole range at FIRST), is
- * placed at once where it belongs, and its PSN remembered.  When the
+ * wire stays go-back-N).  A WRITE MIDDLE or LAST packet (not one with
+ * immediate data) that arrives past a gap, of the WRITE in progress (its
+ * RETH checked the whole range at FIRST), is placed at once where it
+ * belongs, and its PSN remembered.  When the
  * missing packet comes, the expected PSN jumps over what was placed and
  * the ACK tells the requester, which goes on from there (req.c) instead of
  * resending it.  A standard requester resends it anyway and gets it
- * acknowledged as a duplicate.  Nothing that completes or starts a
- * message is taken early, so completions stay in order.
+ * acknowledged as a duplicate.  Nothing that completes a receive WQE or
+ * starts a message is taken early, so completions stay in order.
  */
 static bool placed(const struct sr_eng_qp *q, uint32_t psn)
 {
@@ -693,39 +694,52 @@ static void place_ahead(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 			const struct sr_pkt *p, uint32_t d)
 {
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu), b = p->bth.psn % SR_ENG_OOO;
-	uint32_t f = p->op->flags;
+	uint32_t f = p->op->flags, len = p->paylen;
 	uint64_t off = (uint64_t)d * mtu;
 	void *dst = NULL;
 
-	if (d >= SR_ENG_OOO || !(f & SR_OPF_WRITE) || (f & (SR_OPF_FIRST | SR_OPF_LAST)) ||
+	/* a MIDDLE, or the LAST of a WRITE without immediate (the WRITE's
+	 * end, which completes nothing at this end), exactly where the
+	 * RETH's length puts them */
+	if (d >= SR_ENG_OOO || !(f & SR_OPF_WRITE) || (f & (SR_OPF_FIRST | SR_OPF_IMMDT)) ||
 	    q->cur_op == 0xff || !(sr_opcode_info[q->cur_op].flags & SR_OPF_WRITE) ||
-	    p->paylen != mtu || off + mtu >= q->wr_left || placed(q, p->bth.psn))
+	    placed(q, p->bth.psn))
 		return;
-	if (!sr_resp_rkey(e->ctx, qp, q->wr_srqn, q->wr_rkey, q->wr_va + off, mtu,
+	if ((f & SR_OPF_LAST) ? !len || len > mtu || off + len != q->wr_left
+			      : len != mtu || off + mtu >= q->wr_left)
+		return;
+	if (!sr_resp_rkey(e->ctx, qp, q->wr_srqn, q->wr_rkey, q->wr_va + off, len,
 			  IBV_ACCESS_REMOTE_WRITE, &dst))
 		return; /* the in-order pass reports it */
-	sr_copy(dst, p->payload, mtu);
+	sr_copy(dst, p->payload, len);
 	q->ooo[b / 64] |= 1ull << (b % 64);
 	q->ooo_n++;
 	sr_eng_count(&e->cnt[SR_ENG_OOO_PLACED], 1);
 }
 
-/* After an in-order packet: skip the MIDDLE packets already placed. */
+/* After an in-order packet: skip the packets already placed, up to the
+ * WRITE's end if its LAST came (a placed packet with no more than the MTU
+ * left of the WRITE is its LAST: a MIDDLE never ends it). */
 static void take_placed(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
 	bool moved = false;
 
 	while (q->ooo_n && placed(q, q->epsn)) {
-		uint32_t b = q->epsn % SR_ENG_OOO;
+		uint32_t b = q->epsn % SR_ENG_OOO, len = q->wr_left < mtu ? q->wr_left : mtu;
 
 		q->ooo[b / 64] &= ~(1ull << (b % 64));
 		q->ooo_n--;
-		q->wr_va += mtu;
-		q->wr_left -= mtu;
-		q->cur_off += mtu;
+		q->wr_va += len;
+		q->wr_left -= len;
+		q->cur_off += len;
 		q->epsn = sr_psn_add(q->epsn, 1);
 		moved = true;
+		if (!q->wr_left) {
+			q->cur_op = 0xff;
+			q->msn++;
+			break;
+		}
 	}
 	if (moved)
 		ack_later(e, qp, q); /* let the requester skip them */
