@@ -25,11 +25,19 @@
 #   nn_wait_port a|b PORT      wait until a TCP port listens in that host
 #   nn_cleanup                 stop what was started (by PID), delete both
 #                              namespaces (also runs on EXIT, INT, TERM)
+#   nn_sanitizer_reports       in a sanitizer build (SOFTRDMA_SANITIZE):
+#                              prints the reports the two daemons wrote so
+#                              far (their stderr goes to a file then) and
+#                              fails if there are any
 #
 # Variables after nn_setup: NN_A, NN_B (namespace names, sr2h-<$$>-a/-b),
 # NN_IF (the veth's name, the same in both), NN_MTU, NN_N (third byte of
 # 10.99.N.0/30 and the third group of fd00:99:N::/64, from $$), NN_BUILD,
-# NN_SR (the softrdma CLI), NN_SOCK_A / NN_SOCK_B, NN_DPID_A / NN_DPID_B.
+# NN_SR (the softrdma CLI), NN_SOCK_A / NN_SOCK_B, NN_DPID_A / NN_DPID_B,
+# NN_SAN (the build's sanitizer: address, thread or empty).
+#
+# A sanitizer build's libibverbs needs its runtime loaded first: Debian's
+# ibv_devinfo (nn_gid_index) then runs with it in LD_PRELOAD.
 #
 # Every process started here (daemons and nn_bg) carries a parent-death
 # signal (setpriv --pdeathsig TERM), so even a test killed with SIGKILL (a
@@ -53,6 +61,11 @@ nn_setup() {
 	NN_BUILD=$(cd "$1" && pwd -P) || return 1
 	NN_MTU=${2:-1500}
 	NN_SR=$NN_BUILD/bin/softrdma
+	NN_SAN=$(sed -n 's/^SOFTRDMA_SANITIZE:[A-Z]*=//p' "$NN_BUILD/CMakeCache.txt" 2>/dev/null)
+	if [ -n "$NN_SAN" ] && [ -z "${NN_DAEMON_LOG:-}" ]; then
+		NN_DAEMON_LOG=$(mktemp -u /tmp/nn-daemon-$$.XXXXXX)
+		NN_DAEMON_LOG_TMP=1
+	fi
 	NN_N=$(($$ % 250 + 1))
 	[ "$(id -u)" = 0 ] || nn_skip "not root: cannot create network namespaces"
 	command -v ip >/dev/null || nn_skip "no ip(8) (iproute2)"
@@ -151,7 +164,25 @@ addr_a() { if [ "${1:-}" = -6 ]; then echo "fd00:99:$NN_N::1"; else echo "10.99.
 addr_b() { if [ "${1:-}" = -6 ]; then echo "fd00:99:$NN_N::2"; else echo "10.99.$NN_N.2"; fi; }
 
 nn_gid_index() {
-	on_host "$1" ibv_devinfo -v 2>/dev/null | gid_from_devinfo "$2"
+	local pre=()
+
+	case ${NN_SAN:-} in
+	address) pre=(LD_PRELOAD="$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0) ;;
+	thread) pre=(LD_PRELOAD="$(gcc -print-file-name=libtsan.so)") ;;
+	esac
+	on_host "$1" env "${pre[@]}" ibv_devinfo -v 2>/dev/null | gid_from_devinfo "$2"
+}
+
+nn_sanitizer_reports() {
+	local n
+	[ -n "${NN_SAN:-}" ] || return 0
+	n=$(cat "$NN_DAEMON_LOG".a "$NN_DAEMON_LOG".b 2>/dev/null |
+		grep -c -E 'ERROR: AddressSanitizer|WARNING: ThreadSanitizer|runtime error:')
+	[ "$n" = 0 ] && return 0
+	echo "the daemons' sanitizer ($NN_SAN) reported $n problem(s):"
+	grep -h -A30 -E 'ERROR: AddressSanitizer|WARNING: ThreadSanitizer|runtime error:' \
+		"$NN_DAEMON_LOG".a "$NN_DAEMON_LOG".b | head -120
+	return 1
 }
 
 nn_bg() {
@@ -185,4 +216,8 @@ nn_cleanup() {
 		[ -n "$ns" ] && ip netns del "$ns" 2>/dev/null
 	done
 	NN_A= NN_B=
+	if [ -n "${NN_DAEMON_LOG_TMP:-}" ]; then
+		rm -f "$NN_DAEMON_LOG".a "$NN_DAEMON_LOG".b
+		NN_DAEMON_LOG_TMP=
+	fi
 }

@@ -91,6 +91,7 @@ if [ -n "${XFER_CAPTURE:-}" ]; then
 	wait "$cap"
 	/usr/bin/python3 "$here/../wire/check_wire.py" flow 1 "$log/b.pcap" || ok=0
 fi
+nn_sanitizer_reports || { echo "FAIL: sanitizer reports in the daemons"; ok=0; }
 [ $crc = 0 ] || { echo "FAIL: client exited $crc"; ok=0; }
 [ "$paused" = "${XFER_PAUSES:-0}" ] ||
 	{ echo "FAIL: the client was stopped $paused times, not $XFER_PAUSES (it ended first?)"; ok=0; }
