@@ -145,7 +145,7 @@ void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t 
 	sr_eng_count(&e->cnt[SR_ENG_TX_PKTS], 1);
 	sr_eng_count(&e->cnt[SR_ENG_TX_BYTES], paylen);
 	/* fault.h: drop, dup, hold, corrupt; capture */
-	if (e->trace || sr_fault_dir_on(&((struct sr_arena_hdr *)e->arena)->fault, SR_FAULT_TX))
+	if (sr_eng_tapped(e, SR_FAULT_TX))
 		sr_eng_tx_tap(e, sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
 	else
 		e->ntx++;

@@ -238,11 +238,6 @@ static void snap(struct sr_engine *e, struct sr_eng_snap *s)
 	}
 }
 
-static struct sr_fault_shm *fault_shm(struct sr_engine *e)
-{
-	return &((struct sr_arena_hdr *)e->arena)->fault;
-}
-
 void sr_eng_ctl_poll(struct sr_engine *e)
 {
 	uint32_t r = atomic_load_explicit(&mb.req, memory_order_acquire);
@@ -250,7 +245,7 @@ void sr_eng_ctl_poll(struct sr_engine *e)
 	if (atomic_load_explicit(&initial_set, memory_order_acquire)) {
 		atomic_store_explicit(&initial_set, false, memory_order_relaxed);
 		if (!e->fault)
-			e->fault = sr_fault_new(&initial, fault_shm(e));
+			e->fault = sr_fault_new(&initial, sr_eng_fault_shm(e));
 	}
 	if (r == atomic_load_explicit(&mb.ack, memory_order_relaxed))
 		return;
@@ -262,7 +257,7 @@ void sr_eng_ctl_poll(struct sr_engine *e)
 		} else if (e->fault) {
 			sr_fault_set(e->fault, &mb.cfg);
 		} else {
-			e->fault = sr_fault_new(&mb.cfg, fault_shm(e));
+			e->fault = sr_fault_new(&mb.cfg, sr_eng_fault_shm(e));
 		}
 		break;
 	case CTL_TRACE:

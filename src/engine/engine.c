@@ -165,7 +165,7 @@ static void rx_tapped(struct sr_engine *e, uint8_t *buf, uint32_t len, const uin
 	unsigned times = 1;
 
 	/* capture, then drop, dup, hold, corrupt */
-	if (e->trace || sr_fault_dir_on(&((struct sr_arena_hdr *)e->arena)->fault, SR_FAULT_RX))
+	if (sr_eng_tapped(e, SR_FAULT_RX))
 		times = sr_eng_rx_tap(e, buf, len, sgid, dgid, sport);
 	while (times--)
 		sr_eng_rx_one(e, buf, len, sgid, dgid, sport);

@@ -324,6 +324,19 @@ struct sr_engine {
 	void *vis; /* per-QP retransmission counts (ctl.c) */
 };
 
+/* The host's fault rules and counts (fault.h), in the arena. */
+static inline struct sr_fault_shm *sr_eng_fault_shm(const struct sr_engine *e)
+{
+	return &((struct sr_arena_hdr *)e->arena)->fault;
+}
+
+/* Whether direction d's packets go through the taps (sr_eng_tx_tap,
+ * sr_eng_rx_tap): a capture (the engine's), or a fault rule for d. */
+static inline bool sr_eng_tapped(const struct sr_engine *e, enum sr_fault_dir d)
+{
+	return e->trace || sr_fault_dir_on(sr_eng_fault_shm(e), d);
+}
+
 static inline void sr_eng_count(_Atomic uint64_t *c, uint64_t n)
 {
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,

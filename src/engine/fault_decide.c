@@ -123,11 +123,6 @@ void sr_fault_shm_counts(const struct sr_fault_shm *sh, struct sr_fault_counts *
 
 #define HOLDING ((1u << SR_FK_DELAY) | (1u << SR_FK_REORDER))
 
-static struct sr_fault_shm *shm_of(struct sr_engine *e)
-{
-	return &((struct sr_arena_hdr *)e->arena)->fault;
-}
-
 static uint32_t bth_dqpn(const uint8_t *bth)
 {
 	return (uint32_t)bth[5] << 16 | (uint32_t)bth[6] << 8 | bth[7];
@@ -138,7 +133,7 @@ void sr_eng_tx_tap(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid
 		   uint32_t paylen)
 {
 	struct sr_udp_pkt *t = &e->tx[e->ntx];
-	struct sr_fault_shm *sh = shm_of(e);
+	struct sr_fault_shm *sh = sr_eng_fault_shm(e);
 	int sock = e->txsock[e->ntx];
 	unsigned mask = 0;
 	uint32_t bit = 0;
@@ -186,7 +181,7 @@ void sr_eng_tx_tap(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid
 unsigned sr_eng_rx_tap(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
 		       const uint8_t *dgid, uint16_t sport)
 {
-	struct sr_fault_shm *sh = shm_of(e);
+	struct sr_fault_shm *sh = sr_eng_fault_shm(e);
 	struct iovec iov = {buf, len};
 	unsigned mask;
 	uint32_t bit = 0;

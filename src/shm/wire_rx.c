@@ -220,7 +220,7 @@ static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t 
 		return;
 	}
 	/* injected faults, as the engine would apply them (drop, dup, corrupt) */
-	if (sr_fault_dir_on(&((struct sr_arena_hdr *)e->arena)->fault, SR_FAULT_RX))
+	if (sr_eng_tapped(e, SR_FAULT_RX))
 		times = sr_eng_rx_tap(e, buf, len, sgid, dgid, sport);
 	while (times--) {
 		if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
