@@ -207,16 +207,17 @@ struct id_map {
 	size_t len; /* UDP payload without the ICRC; 0: empty */
 	uint32_t shift;
 	uint32_t vec[32], comb[32];
+	uint32_t delta[16]; /* the CRC difference identification bit b makes */
 };
 
 /*
- * x^(8 n) for the bytes after the identification, by length: what a
- * sender needs for each GSO segment (sr_icrc_id_delta).  Kept process-wide
- * in single 64-bit words (length + 1 above, the value below), so that
- * racing threads at worst compute it twice; not per thread as id_map,
- * because a library that the loader places in the static TLS block (the
- * initial-exec model of shm/epoch.h) must keep its thread-local data
- * small, or programs that dlopen it (UCX's modules) fail to load it.
+ * x^(8 n) for the bytes after the identification, by length: what every
+ * map below starts from.  Kept process-wide in single 64-bit words (length
+ * + 1 above, the value below), so that racing threads at worst compute it
+ * twice.  (Nothing here is in TLS: a library that the loader places in the
+ * static TLS block, the initial-exec model of shm/epoch.h, must keep its
+ * thread-local data small, or programs that dlopen it, UCX's modules, fail
+ * to load it.)
  */
 static uint32_t id_shift(size_t len)
 {
@@ -248,6 +249,8 @@ static const struct id_map *id_map(size_t len, struct id_map *spare)
 	m->shift = id_shift(len);
 	for (int b = 0; b < 16; b++) {
 		uint32_t v = mulmod(raw2((uint16_t)(1u << b)), m->shift), cb = 1u << b;
+
+		m->delta[b] = v;
 
 		for (int top = 31; top >= 0 && v; top--) {
 			if (!(v >> top & 1))
@@ -291,9 +294,19 @@ static size_t iov_len(const struct iovec *iov, int iovcnt)
 	return len;
 }
 
+/* Linear in the identification's bits: the XOR of each set bit's
+ * difference, from the thread's map for this length (a GSO send asks for
+ * every segment's, at the same length). */
 uint32_t sr_icrc_id_delta(size_t len, uint16_t id)
 {
-	return mulmod(raw2(id), id_shift(len));
+	struct id_map spare;
+	const struct id_map *m = id_map(len, &spare);
+	uint32_t d = 0;
+
+	for (int b = 0; id; b++, id >>= 1)
+		if (id & 1)
+			d ^= m->delta[b];
+	return d;
 }
 
 int sr_icrc_ipv4_id(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t sport, uint16_t dport,
