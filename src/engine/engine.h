@@ -54,7 +54,7 @@ struct sr_pcap;
 #define SR_ENG_REC_MIN_NS   100000	   /* a packet resent alone: its timer's floor (req.c) */
 #define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
 #define SR_ENG_TX_BATCH	    SR_UDP_BATCH   /* packets per flush (udp.h: GSO runs, sendmmsg) */
-#define SR_ENG_RX_BATCH	    32		   /* buffers per recvmmsg */
+#define SR_ENG_RX_BATCH	    8 		   /* buffers per recvmmsg */
 #define SR_ENG_RX_BUF	    65536	   /* one GRO buffer: up to 64 KiB of datagrams */
 #define SR_ENG_SOCKS	    8		   /* source-port pool: a QP sends from socks[qpn % 8] */
 /* While posting threads may send a QP's WQEs, the engine takes in what they
