@@ -54,7 +54,8 @@ struct sr_pcap;
 #define SR_ENG_REC_MIN_NS   100000	   /* a packet resent alone: its timer's floor (req.c) */
 #define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
 #define SR_ENG_TX_BATCH	    SR_UDP_BATCH   /* packets per flush (udp.h: GSO runs, sendmmsg) */
-#define SR_ENG_RX_BATCH	    8 		   /* buffers per recvmmsg */
+#define SR_ENG_STAGE_MAX    4096	   /* the largest path MTU's payload */
+#define SR_ENG_RX_BATCH	    8		   /* buffers per recvmmsg */
 #define SR_ENG_RX_BUF	    65536	   /* one GRO buffer: up to 64 KiB of datagrams */
 #define SR_ENG_SOCKS	    8		   /* source-port pool: a QP sends from socks[qpn % 8] */
 /* While posting threads may send a QP's WQEs, the engine takes in what they
@@ -307,6 +308,10 @@ struct sr_engine {
 	unsigned ntx;
 	struct sr_udp_pkt tx[SR_ENG_TX_BATCH];
 	int txsock[SR_ENG_TX_BATCH];
+	/* READ response payloads copied for this batch (sr_eng_stage):
+	 * SR_ENG_TX_BATCH slots of SR_ENG_STAGE_MAX, made at first use */
+	uint8_t *stage;
+	unsigned nstage;
 	struct sr_udp_sender sender;
 	/* counters (softrdma status): written by the engine thread only,
 	 * read by the daemon's status (relaxed atomics, no locked instruction) */
@@ -375,6 +380,10 @@ void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t 
 		 const uint8_t *dgid, int sock, uint16_t sport, const uint8_t *hdr, unsigned hlen,
 		 const struct iovec *pay, unsigned npay, uint32_t paylen);
 void sr_eng_flush_tx(struct sr_engine *e);
+/* A READ response's payload (len <= SR_ENG_STAGE_MAX) copied out of the
+ * responder's MR into memory of the transmit batch, to be sent as the next
+ * packet queued; the copy, or src itself without memory for one. */
+const void *sr_eng_stage(struct sr_engine *e, const void *src, uint32_t len);
 /* Processes one received datagram (after the fault tap). */
 void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
 		   const uint8_t *dgid, uint16_t sport);

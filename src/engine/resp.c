@@ -389,9 +389,11 @@ static void read_respond(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t chunk = len - i * mtu < mtu ? len - i * mtu : mtu;
-		struct iovec iov = {(void *)(src ? src + (uint64_t)i * mtu : NULL), chunk};
+		struct iovec iov = {NULL, chunk};
 		uint8_t op;
 
+		if (src && chunk) /* core.c: what the ICRC covers is what leaves */
+			iov.iov_base = (void *)sr_eng_stage(e, src + (uint64_t)i * mtu, chunk);
 		if (n == 1)
 			op = SR_IB_READ_RESP_ONLY;
 		else if (i == 0)

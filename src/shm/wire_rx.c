@@ -102,6 +102,8 @@ static void half_fini(struct rx_half *r)
 		free(r->e.slots);
 	}
 	r->e.slots = NULL;
+	free(r->e.stage);
+	r->e.stage = NULL;
 }
 
 static void half_free(void *p)

@@ -12,13 +12,20 @@
  *           server checks that each arrives exactly once, in order, intact
  *   atomic  fetch-and-adds on one server counter: every value 0..N-1 is
  *           returned exactly once and the counter ends at N
+ *   churn   the client RDMA READs the server's buffer while the server
+ *           rewrites it all the time (a store serving READs while it
+ *           updates): what arrives is undefined, but every READ must
+ *           complete, and no packet may fail its ICRC for it (the script
+ *           checks drop_icrc); "churnpoll": the server also polls its CQ
+ *           between 64 KiB pieces, so that its own thread may answer
+ *           the READs (the receive half) instead of its host's engine
  *
  * Every work request is signaled; completions must come back in posting
  * order (wr_id) with IBV_WC_SUCCESS.  Exit 0 only if everything held.
  *
  *   server: sr_xfer -g GID_INDEX -p PORT
  *   client: sr_xfer -g GID_INDEX -p PORT [-b BYTES] [-n ATOMICS] [-s SEED]
- *                   [-o write,read,send,atomic] [-D] SERVER_ADDR
+ *                   [-o write,read,churn,send,atomic] [-D] SERVER_ADDR
  *
  * -D (with SOFTRDMA_TEST_QPN_TAG set for both daemons): the client first
  * makes a decoy QP, which gets the same number as the server's QP, ready
@@ -29,6 +36,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,6 +317,37 @@ static void read_s(struct ctx *c, uint64_t total)
 		sync_point(c); /* the client has read it */
 		done += len;
 	}
+}
+
+static void churn_c(struct ctx *c, const struct peer *p, uint64_t total)
+{
+	for (uint64_t done = 0; done < total;) {
+		uint64_t len = round_bytes(total - done);
+
+		post_range(c, p, IBV_WR_RDMA_READ, len);
+		drain(c);
+		done += len;
+	}
+	sync_point(c);
+	printf("churn: %" PRIu64 " bytes read while the server rewrote them\n", total);
+}
+
+static void churn_s(struct ctx *c, bool poll_cq)
+{
+	struct pollfd pf = {.fd = c->sock, .events = POLLIN};
+	uint64_t passes = 0;
+	struct ibv_wc wc;
+
+	do {
+		for (uint32_t off = 0; off < BUF_SIZE; off += 65536) {
+			memset(c->buf + off, (int)passes, 65536);
+			if (poll_cq && ibv_poll_cq(c->cq, 1, &wc) != 0)
+				DIE("churn: a completion nobody asked for");
+		}
+		passes++;
+	} while (poll(&pf, 1, 0) == 0);
+	sync_point(c);
+	printf("churn: the buffer rewritten %" PRIu64 " times\n", passes);
 }
 
 static void send_c(struct ctx *c, uint64_t total)
@@ -647,6 +686,8 @@ int main(int argc, char **argv)
 		server ? write_s(&c, bytes) : write_c(&c, &p, bytes);
 	if (strstr(ops, "read"))
 		server ? read_s(&c, bytes) : read_c(&c, &p, bytes);
+	if (strstr(ops, "churn"))
+		server ? churn_s(&c, strstr(ops, "churnpoll")) : churn_c(&c, &p, bytes);
 	if (strstr(ops, "send"))
 		server ? send_s(&c) : send_c(&c, bytes);
 	if (strstr(ops, "atomic")) {
