@@ -31,7 +31,7 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 10u
+#define SR_PROTO_VERSION 11u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 /* An MR is a list of segments, one per memfd backing it spans (earlier
@@ -237,6 +237,12 @@ struct sr_cm_conn {
  * step would only have changed the state): the daemon takes the id from
  * ADDR_RESOLVED to ROUTE_RESOLVED first (cm_proto.c, sr_cm_connect) */
 #define SR_CM_ROUTE_LOCAL 4u
+/* sr_req.u.cm.flags of a RESOLVE_ADDR that gets no reply: librdmacm sends
+ * it only where the daemon's answer can only be 0 (a fresh id, no source
+ * address, an IP destination), so that a thousand resolutions leave back
+ * to back; whatever fails is told by the event (ADDR_ERROR), as the
+ * resolution's own failures always were (rdma_resolve_addr in id.c) */
+#define SR_CM_NO_REPLY 8u
 
 /* What the daemon knows of an id's addresses and path. */
 struct sr_cm_info {

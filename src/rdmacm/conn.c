@@ -327,6 +327,7 @@ int rdma_connect(struct rdma_cm_id *cid, struct rdma_conn_param *p)
 
 	if (!id)
 		return cm_err(EINVAL);
+	id->fresh = false;
 	/* less the IP CM header, which AF_IB does not send */
 	room = (cid->qp_type == IBV_QPT_UD ? 216 : 92) - (id->af_ib ? 0 : 36);
 	if (p && (p->private_data_len > room || (p->private_data_len && !p->private_data)))

@@ -129,6 +129,7 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out, 
 	id->id.pd = NULL;
 	id->id.port_num = 0;
 	id->sync = !channel;
+	id->fresh = true;
 	*out = &id->id;
 	return 0;
 }
@@ -246,6 +247,21 @@ static int ib_resolve(struct cm_id *id, struct sr_req *req, const struct sockadd
 	return 0;
 }
 
+/*
+ * cmtime and its kind resolve a thousand ids in a row and take the events
+ * afterwards: each resolution was a round trip to the daemon whose answer
+ * is 0 whenever the id is new and the destination an IP address, every
+ * real failure (no route, no neighbour, no GID) being ADDR_ERROR's.  Those
+ * leave without a reply (SR_CM_NO_REPLY); SOFTRDMA_CM_ASYNC_RESOLVE=0
+ * waits for every reply, as before.
+ */
+static bool async_resolve_on(void)
+{
+	static int on = -1;
+
+	return sr_env_on("SOFTRDMA_CM_ASYNC_RESOLVE", &on);
+}
+
 int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct sockaddr *dst_addr,
 		      int timeout_ms)
 {
@@ -266,7 +282,19 @@ int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct 
 	if (ret)
 		return cm_err(-ret);
 	req.u.cm.timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0;
-	ret = cm_id_request(id, &req, &rep);
+	if (id->fresh && async_resolve_on() && (!src_addr || !src_addr->sa_family) &&
+	    (dst_addr->sa_family == AF_INET || dst_addr->sa_family == AF_INET6) &&
+	    !(req.u.cm.flags & SR_CM_AF_IB) && !id->af_ib) {
+		/* the daemon's answer could only be 0 (its id is IDLE or
+		 * ADDR_BOUND, no source to bind, an IP destination): every
+		 * failure is the ADDR_ERROR event's, so nothing waits here */
+		id->fresh = false;
+		req.u.cm.flags |= SR_CM_NO_REPLY;
+		ret = cm_send_only(&req);
+	} else {
+		id->fresh = false;
+		ret = cm_id_request(id, &req, &rep);
+	}
 	if (ret)
 		return cm_err(-ret);
 	if (req.u.cm.flags & SR_CM_AF_IB) {
@@ -325,6 +353,7 @@ int rdma_listen(struct rdma_cm_id *cid, int backlog)
 
 	if (!id)
 		return cm_err(EINVAL);
+	id->fresh = false;
 	if (!id->info.src[0] && !id->info.src[1]) {
 		/* not bound: the kernel binds to the IPv4 wildcard, any port */
 		struct sockaddr_in any = {.sin_family = AF_INET};

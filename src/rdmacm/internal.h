@@ -70,6 +70,9 @@ struct cm_id {
 	 * is the library's (id.c); route_local: it was taken, the daemon's id
 	 * still says ADDR_RESOLVED until the CONNECT (SR_CM_ROUTE_LOCAL) */
 	bool addr_ok, route_local;
+	/* made by rdma_create_id, and neither resolved, listened, connected
+	 * nor joined since: its first RESOLVE_ADDR needs no reply (id.c) */
+	bool fresh;
 	/* AF_IB (afib.c): the addresses the application sees are sockaddr_ib;
 	 * ib_ps is the port space of the bound service ID, dst_sid the
 	 * service ID the application connects to */
@@ -113,6 +116,8 @@ extern struct cm_global cm_g;
 int cm_init(void);
 /* One request and its reply: 0 or -errno (the daemon's status). */
 int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds);
+/* A request the daemon does not answer (SR_CM_NO_REPLY): 0 or -errno. */
+int cm_send_only(struct sr_req *req);
 /* The same for a reply that may be longer than struct sr_rep (cap bytes at
  * rep): its length in *len. */
 int cm_request_long(struct sr_req *req, struct sr_rep *rep, size_t cap, size_t *len);

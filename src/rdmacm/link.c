@@ -144,6 +144,16 @@ static int exchange(struct sr_req *req, struct sr_rep *rep, size_t cap, size_t *
 	return ret;
 }
 
+int cm_send_only(struct sr_req *req)
+{
+	int ret;
+
+	pthread_mutex_lock(&sock_lock);
+	ret = sr_msg_send(cm_sock, req, sizeof(*req), NULL, 0);
+	pthread_mutex_unlock(&sock_lock);
+	return ret == -EPIPE || ret == -ECONNRESET ? -EIO : ret;
+}
+
 int cm_request(struct sr_req *req, struct sr_rep *rep, const int *fds, int nfds)
 {
 	size_t len;

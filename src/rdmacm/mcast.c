@@ -87,6 +87,7 @@ int rdma_join_multicast_ex(struct rdma_cm_id *cid, struct rdma_cm_join_mc_attr_e
 		~(uint32_t)(RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) ||
 	    attr->join_flags > RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
 		return cm_err(EINVAL);
+	id->fresh = false;
 	addr = attr->addr;
 	len = cm_addr_len(addr);
 	if (!len || len > sizeof(mc->addr) || group_ip(addr, &ip))

@@ -411,6 +411,16 @@ int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req 
 		return SR_RETRY; /* nothing done: the whole request runs again */
 	if (!ret)
 		ret = do_request(d, c, req, fds, nfds, rep);
+	if (req->op == SR_OP_CM_RESOLVE_ADDR && (req->u.cm.flags & SR_CM_NO_REPLY)) {
+		/* (proto.h) a failure the reply would have carried becomes
+		 * the id's ADDR_ERROR; no reply */
+		struct sr_cm_id *id = ret ? sr_cm_id_owned(d, c, req->handle) : NULL;
+
+		if (id && id->chan)
+			sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_ADDR_ERROR, ret));
+		sr_cm_signal_flush();
+		return SR_REPLIED;
+	}
 	/* what the request queued goes before its reply, so the events it
 	 * causes are there when the library reads them */
 	sr_cm_mad_run(d);
