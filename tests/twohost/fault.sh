@@ -42,7 +42,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd -P)
 . "$here/../lib_netns.sh"
-[ $# -ge 2 ] || { echo "usage: $0 BUILD_DIR rules|seed|trace|ud|loss [SPEC]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: $0 BUILD_DIR rules|seed|trace|ud|loss|holes [SPEC]" >&2; exit 2; }
 build=$1 mode=$2
 spec=${3:-seed=3,drop=0.01}
 if [ "$mode" = trace -o "$mode" = ud ] && ! command -v tshark >/dev/null; then
@@ -269,8 +269,42 @@ mode_loss() {
 		grep -q "fault: seed=" <(on_a "$NN_SR" status)
 }
 
+# Two losses in one window of a WRITE stream (engine/req.c, "The next
+# hole"): b's transmit tap drops the 20th packet it sends, a's receive tap
+# the 60th it receives (b's 61st).  The NAK of the first gap has the
+# packet resent alone; its ACK stops at the second gap, past which the
+# responder placed what came, and that packet goes alone too: two
+# retransmissions in all (a few more if a timer fires under load), where
+# go-back-N from the second gap would resend the rest of the window (about
+# 200 packets at this MTU).
+mode_holes() {
+	local port=$((20000 + RANDOM % 20000)) r n p
+	on_b "$NN_SR" fault "dir=tx,drop_nth=20" && on_a "$NN_SR" fault "dir=rx,drop_nth=60"
+	check "the two rules are set" test $? = 0
+	nn_bg a "$tmp/srv" timeout 60 ib_write_bw -x "$ga" -p "$port" -s 1048576 -n 8 -F
+	local spid=$NN_LAST_PID
+	nn_wait_port a "$port" || { echo "server did not listen"; cat "$tmp/srv"; }
+	on_b timeout 60 ib_write_bw -x "$gb" -p "$port" -s 1048576 -n 8 -F "$(addr_a)" >"$tmp/cli" 2>&1
+	r=$?
+	wait "$spid"
+	tail -3 "$tmp/cli"
+	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
+	on_b "$NN_SR" status | sed -n '/roce v2/,/^process/p'
+	check "ib_write_bw -s 1 MiB -n 8 completes ($r)" test "$r" = 0
+	check "b tx: one drop ($(injected b tx drop))" test "$(injected b tx drop)" = 1
+	check "a rx: one drop ($(injected a rx drop))" test "$(injected a rx drop)" = 1
+	n=$(status_val b 'roce v2' naks_received) p=$(status_val a 'roce v2' placed_ahead)
+	check "b: a NAK came back (${n:-0})" test "${n:-0}" -ge 1
+	check "a: placed packets past the gaps (${p:-0})" test "${p:-0}" -ge 40
+	r=$(status_val b 'roce v2' retransmits)
+	# (a lost resend, or its ACK, sends it again after its own timer or
+	# a probe: a few more under load, never the window)
+	check "b: each hole resent alone: retransmits ${r:-0}, 2 to 8" \
+		test "${r:-0}" -ge 2 -a "${r:-0}" -le 8
+}
+
 case $mode in
-rules | seed | trace | ud | loss) "mode_$mode" ;;
+rules | seed | trace | ud | loss | holes) "mode_$mode" ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
 echo "$passes passed, $fails failed"
