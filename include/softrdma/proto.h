@@ -241,7 +241,9 @@ struct sr_cm_conn {
  * it only where the daemon's answer can only be 0 (a fresh id, no source
  * address, an IP destination), so that a thousand resolutions leave back
  * to back; whatever fails is told by the event (ADDR_ERROR), as the
- * resolution's own failures always were (rdma_resolve_addr in id.c) */
+ * resolution's own failures always were (rdma_resolve_addr in id.c).  A
+ * record whose handle is no id of the client's is answered as usual: every
+ * record but this one gets a reply, garbage included (verbs_robust) */
 #define SR_CM_NO_REPLY 8u
 
 /* What the daemon knows of an id's addresses and path. */

@@ -402,6 +402,8 @@ static int qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_re
 int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		  int nfds, struct sr_rep *rep)
 {
+	struct sr_cm_id *qid = NULL;
+	bool quiet;
 	int ret;
 
 	if (!d->cm)
@@ -409,15 +411,16 @@ int sr_cm_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req 
 	ret = qp_moves(d, c, req);
 	if (ret == SR_RETRY)
 		return SR_RETRY; /* nothing done: the whole request runs again */
+	/* (proto.h) a resolution that wants no reply, on an id of this
+	 * client's (any other record, garbage included, is answered) */
+	quiet = req->op == SR_OP_CM_RESOLVE_ADDR && (req->u.cm.flags & SR_CM_NO_REPLY) &&
+		(qid = sr_cm_id_owned(d, c, req->handle)) != NULL;
 	if (!ret)
 		ret = do_request(d, c, req, fds, nfds, rep);
-	if (req->op == SR_OP_CM_RESOLVE_ADDR && (req->u.cm.flags & SR_CM_NO_REPLY)) {
-		/* (proto.h) a failure the reply would have carried becomes
-		 * the id's ADDR_ERROR; no reply */
-		struct sr_cm_id *id = ret ? sr_cm_id_owned(d, c, req->handle) : NULL;
-
-		if (id && id->chan)
-			sr_cm_event_post(id, sr_cm_event_new(id, RDMA_CM_EVENT_ADDR_ERROR, ret));
+	if (quiet) {
+		/* a failure the reply would have carried: the id's ADDR_ERROR */
+		if (ret && qid->chan)
+			sr_cm_event_post(qid, sr_cm_event_new(qid, RDMA_CM_EVENT_ADDR_ERROR, ret));
 		sr_cm_signal_flush();
 		return SR_REPLIED;
 	}
