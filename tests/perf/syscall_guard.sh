@@ -18,7 +18,10 @@ small=$(count 1000) || exit 1
 large=$(count 11000) || exit 1
 extra=$((large - small))
 echo "system calls: 1,000 iterations: $small; 11,000 iterations: $large; extra per 40,000 WRs: $extra"
-if [ "$extra" -gt 20 ]; then
+# one call per work request would add 40,000; a handful come from the
+# scheduler and the looks before sleeping when other tests load the CPUs
+# (26 seen once in CI with 20 allowed), so allow one per 400 WRs
+if [ "$extra" -gt 100 ]; then
 	echo "FAIL: the data path makes system calls per work request"
 	exit 1
 fi
