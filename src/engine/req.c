@@ -589,16 +589,6 @@ static bool first_unanswered(struct sr_engine *e, struct sr_qp_shm *qp, struct s
 	return false;
 }
 
-/*
- * The window: SR_ENG_WINDOW packets (1 MiB at a 4096-byte MTU), and a
- * quarter more each time twice the window was acknowledged with no loss
- * (no rewind) in between, up to SR_ENG_WINDOW_MAX packets and 2 MiB; any
- * loss takes it back to SR_ENG_WINDOW (rewind_to).  A stream on a clean
- * link keeps more in flight (ib_write_bw 1 MiB at MTU 9000, six
- * interleaved pairs: 17.8 against 15.8 Gb/s with a fixed 2 MiB window),
- * while at 1% loss go-back-N resends no more than before (a fixed 2 MiB
- * window cost 20% there).
- */
 /* The oldest unacknowledged packet goes again alone, with AckReq: the ACK
  * says how far the responder got past it (resp.c places ahead). */
 static void resend_alone(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
@@ -657,6 +647,16 @@ static bool next_hole(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	return false;
 }
 
+/*
+ * The window: SR_ENG_WINDOW packets (1 MiB at a 4096-byte MTU), and a
+ * quarter more each time twice the window was acknowledged with no loss
+ * (no rewind) in between, up to SR_ENG_WINDOW_MAX packets and 2 MiB; any
+ * loss takes it back to SR_ENG_WINDOW (rewind_to).  A stream on a clean
+ * link keeps more in flight (ib_write_bw 1 MiB at MTU 9000, six
+ * interleaved pairs: 17.8 against 15.8 Gb/s with a fixed 2 MiB window),
+ * while at 1% loss go-back-N resends no more than before (a fixed 2 MiB
+ * window cost 20% there).
+ */
 static void grow_window(struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t acked)
 {
 	uint32_t max = (2u << 20) / sr_mtu_bytes(qp->path_mtu);
