@@ -203,6 +203,19 @@ void sr_eng_resp_dack_take(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_
 	}
 }
 
+/* Whether CQ off has a completion channel: its owner may sleep for its
+ * completions (whether it is armed at a given moment says little: a
+ * program re-arms a CQ when it takes its event). */
+static bool cq_evented(const struct sr_engine *e, uint64_t off)
+{
+	const struct sr_cq_shm *cq;
+
+	if (!off || off + sizeof(*cq) > e->ctx->arena_size)
+		return false;
+	cq = sr_arena_ptr(e->arena, off);
+	return cq->channel_fd_id != 0;
+}
+
 /* Hands q's ACK of psn to the QP's next request, if that is worth it
  * (wtx_lock held). */
 static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
@@ -225,6 +238,15 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	 * grant tick does (sr_eng_resp_handed_tick): only while the engine
 	 * holds the grant. */
 	if (e->app && (!q->eng_granted || q->ack_send))
+		return false;
+	/* An owner that may wait for completion events answers after a
+	 * wake-up, tens of microseconds later: the ACK goes now, as an HCA's
+	 * would.  Held for the answer, it made the requester's send
+	 * completion and the answer's receive completion come together, and
+	 * a program that takes one event and then polls the CQ it expects
+	 * (perftest's -e latency loops) re-armed a CQ whose completion was
+	 * already there and slept for good. */
+	if (cq_evented(e, qp->send_cq_off) || cq_evented(e, qp->recv_cq_off))
 		return false;
 	/* a posting thread sent a request since the engine last looked: the
 	 * answer left already, without this ACK; it goes now (the caller) */

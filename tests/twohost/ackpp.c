@@ -27,8 +27,12 @@
  *    complete with IBV_WC_SUCCESS, its resend answered by the engine of a
  *    host whose QP is gone (engine/resp.c, sr_eng_resp_gone).
  *
- *   server: sr_ackpp -g GID_INDEX -p PORT
- *   client: sr_ackpp -g GID_INDEX -p PORT [-n ROUNDS] [-R] [-H FILE] SERVER_ADDR
+ *  - with -C, the CQ has a completion channel (the program still spins):
+ *    its owner may sleep for events, so its responder never holds an ACK
+ *    for its next request (xfer.sh checks acks_with_requests is 0).
+ *
+ *   server: sr_ackpp -g GID_INDEX -p PORT [-C]
+ *   client: sr_ackpp -g GID_INDEX -p PORT [-n ROUNDS] [-R] [-H FILE] [-C] SERVER_ADDR
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -50,6 +54,7 @@ struct peer {
 struct ctx {
 	struct ibv_context *dev;
 	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch; /* -C */
 	struct ibv_cq *cq;
 	struct ibv_qp *qp, *qp2;
 	struct ibv_mr *mr;
@@ -66,6 +71,8 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+static bool with_channel; /* -C */
+
 static void open_ctx(struct ctx *c)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
@@ -79,7 +86,12 @@ static void open_ctx(struct ctx *c)
 		DIE("ibv_open_device");
 	ibv_free_device_list(list);
 	c->pd = ibv_alloc_pd(c->dev);
-	c->cq = ibv_create_cq(c->dev, 16, NULL, NULL, 0);
+	if (with_channel) {
+		c->ch = ibv_create_comp_channel(c->dev);
+		if (!c->ch)
+			DIE("ibv_create_comp_channel");
+	}
+	c->cq = ibv_create_cq(c->dev, 16, NULL, c->ch, 0);
 	buf = aligned_alloc(4096, 4096);
 	if (!c->pd || !c->cq || !buf)
 		DIE("resources");
@@ -220,7 +232,7 @@ int main(int argc, char **argv)
 	char done = 'd', peer_done;
 	const char *hold = NULL;
 
-	while ((opt = getopt(argc, argv, "g:p:n:RH:")) != -1) {
+	while ((opt = getopt(argc, argv, "g:p:n:RH:C")) != -1) {
 		switch (opt) {
 		case 'g':
 			gidx = atoi(optarg);
@@ -237,9 +249,12 @@ int main(int argc, char **argv)
 		case 'H':
 			hold = optarg;
 			break;
+		case 'C':
+			with_channel = true;
+			break;
 		default:
 			fprintf(stderr, "usage: sr_ackpp [-g gid] [-p port] [-n rounds] [-R] [-H "
-					"file] [server]\n");
+					"file] [-C] [server]\n");
 			return 2;
 		}
 	}
