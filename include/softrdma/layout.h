@@ -446,6 +446,10 @@ struct sr_rx_member {
 	_Atomic uint64_t pkts;	 /* datagrams read from it, by anyone */
 	_Atomic uint32_t lent;	 /* the engine leaves it to the process now */
 	_Atomic uint32_t missed; /* the engine found it held (engine/rx_member.h) */
+	/* the holder's thread id, and holds taken over from a thread that
+	 * was stopped or gone (engine/rx_member.h) */
+	_Atomic int32_t holder;
+	_Atomic uint64_t takeovers;
 };
 
 /* A UD datagram to another host that the posting thread hands to the
@@ -549,7 +553,7 @@ struct sr_arena_hdr {
 	 * length); what they count they add to app_cnt and app_drops, which
 	 * `softrdma status` adds to the engine's own counters. */
 	struct sr_rx_member rx_members[SR_RX_MEMBERS];
-	alignas(SR_CACHELINE) _Atomic uint64_t app_cnt[16]; /* engine.h enum sr_eng_cnt */
+	alignas(SR_CACHELINE) _Atomic uint64_t app_cnt[24]; /* engine.h enum sr_eng_cnt */
 	_Atomic uint64_t app_drops[16];			    /* wire/bth.h enum sr_drop */
 	_Atomic uint64_t rxfwd_full;			    /* queue full: datagram dropped */
 	_Atomic uint64_t app_rx;			    /* datagrams they took off the socket */

@@ -1,6 +1,7 @@
 /*
  * Switches read from the environment (SOFTRDMA_*), read once per process:
- * sr_env_on is on unless set to "0", sr_env_set off unless set to "1".
+ * sr_env_on is on unless set to "0", sr_env_set off unless set to "1",
+ * sr_env_num a decimal number within bounds (else the default).
  */
 #ifndef SR_CORE_ENV_H
 #define SR_CORE_ENV_H
@@ -31,6 +32,22 @@ static inline bool sr_env_set(const char *name, int *cache)
 		const char *e = getenv(name);
 
 		v = e && *e == '1';
+		__atomic_store_n(cache, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
+/* *cache starts at -1; max < INT_MAX. */
+static inline int sr_env_num(const char *name, int *cache, int max, int dflt)
+{
+	int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		const char *e = getenv(name);
+		char *end = NULL;
+		long l = e && *e ? strtol(e, &end, 10) : -1;
+
+		v = l >= 0 && l <= max && end && !*end ? (int)l : dflt;
 		__atomic_store_n(cache, v, __ATOMIC_RELAXED);
 	}
 	return v;

@@ -7,17 +7,67 @@
  * wtx_lock, which guards every field of its sr_eng_qp (req.c, resp.c).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include "core/env.h"
 #include "core/shmlock.h"
 #include "engine/engine.h"
+#include "engine/rx_member.h"
 #include "shm/exec.h"
 #include "verbs/internal.h"
 #include "wire/icrc.h"
 #include "wire/udp.h"
+
+/* ---- who holds a member of the receive socket group (rx_member.h) ---- */
+
+bool sr_rx_thread_runnable(int32_t tid, uint64_t now)
+{
+	/* a thread that keeps finding the same hold looks once a millisecond */
+	static __thread int32_t seen_tid;
+	static __thread uint64_t seen_at;
+	static __thread bool seen_runnable;
+	char path[48], buf[256];
+	const char *st;
+	ssize_t n;
+	int fd;
+
+	if (tid <= 0)
+		return false;
+	if (tid == seen_tid && now - seen_at < 1000000)
+		return seen_runnable;
+	seen_tid = tid;
+	seen_at = now;
+	seen_runnable = false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false; /* gone */
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	/* "tid (comm) S ...": the state after the last ')' */
+	st = strrchr(buf, ')');
+	seen_runnable = st && st[1] == ' ' && st[2] == 'R';
+	return seen_runnable;
+}
+
+int32_t sr_rx_self_tid(void)
+{
+	static __thread int32_t tid;
+
+	if (!tid)
+		tid = (int32_t)syscall(SYS_gettid);
+	return tid;
+}
 
 /* ---- per-QP transport state ---- */
 
@@ -207,6 +257,15 @@ static bool rx_dst_gid(struct msghdr *mh, uint8_t *dgid)
 	return false;
 }
 
+/* The receive backlog, in percent of the socket's buffer, past which a
+ * full batch sends CNPs (engine.h). */
+static unsigned cnp_fill_pct(void)
+{
+	static int pct = -1;
+
+	return (unsigned)sr_env_num("SOFTRDMA_CNP_FILL_PCT", &pct, 100, 100 / SR_ENG_CNP_FILL_DIV);
+}
+
 int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsigned nb,
 		   sr_eng_rx_fn fn)
 {
@@ -227,6 +286,10 @@ int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsign
 	n = recvmmsg(sock, mm, nb, MSG_DONTWAIT, NULL);
 	if (n <= 0)
 		return n < 0 ? -errno : 0;
+	/* a full batch: the socket may be filling faster than it is read
+	 * (SOFTRDMA_CNP_FILL_PCT=0: every batch counts as congested) */
+	e->congested =
+	    !cnp_fill_pct() || ((unsigned)n == nb && sr_udp_rx_filled(sock, cnp_fill_pct()));
 	for (int i = 0; i < n; i++) {
 		struct sr_eng_rxbuf *s = &b[i];
 		uint8_t dgid[16];
@@ -249,6 +312,7 @@ int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsign
 		for (uint32_t off = 0; off < len; off += seg)
 			fn(e, s->buf + off, len - off < seg ? len - off : seg, sgid, dgid, sport);
 	}
+	e->congested = false; /* (packets handled later, e.g. held ones, were not in it) */
 	return n;
 }
 
@@ -310,7 +374,9 @@ void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_
 		sr_eng_resp_gone(e, p, sgid, dgid);
 		return;
 	}
-	if (!sr_eng_opcode_fits(p->bth.opcode, qp->type)) {
+	/* a CNP is for a requester: a connected QP that sends */
+	if ((p->op->flags & SR_OPF_CNP) ? qp->type == IBV_QPT_UD || qp->type == IBV_QPT_XRC_RECV
+					: !sr_eng_opcode_fits(p->bth.opcode, qp->type)) {
 		drop(e, SR_DROP_TRANSPORT);
 		return;
 	}
@@ -332,7 +398,9 @@ void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_
 		drop(e, SR_DROP_STATE); /* no state chunk: not a QP the daemon made */
 		return;
 	}
-	if (p->op->flags & SR_OPF_REQ)
+	if (p->op->flags & SR_OPF_CNP)
+		sr_eng_req_cnp(e, qp, q);
+	else if (p->op->flags & SR_OPF_REQ)
 		sr_eng_resp_rx(e, qp, q, p, sgid, dgid);
 	else
 		sr_eng_comp_rx(e, qp, q, p);

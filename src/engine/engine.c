@@ -631,7 +631,7 @@ static void *engine_main(void *arg)
 
 static struct sr_engine *_Atomic engine_for_status;
 
-static_assert(SR_ENG_CNT_MAX <= 16 && SR_DROP_MAX <= 16, "sr_arena_hdr.app_cnt, app_drops");
+static_assert(SR_ENG_CNT_MAX <= 24 && SR_DROP_MAX <= 16, "sr_arena_hdr.app_cnt, app_drops");
 
 static unsigned engine_nrx; /* set before the engine thread starts */
 static int engine_rx_socks[SR_RX_MEMBERS];
@@ -658,10 +658,10 @@ int sr_engine_rx_fd(unsigned member)
 void sr_engine_status(char *buf, size_t len)
 {
 	static const char *const name[SR_ENG_CNT_MAX] = {
-	    "tx_pkts",		 "tx_bytes",	 "rx_pkts",	  "rx_bytes",
-	    "retransmits",	 "naks_sent",	 "naks_received", "rnr_naks_sent",
-	    "rnr_naks_received", "probes",	 "placed_ahead",  "gso_sends",
-	    "gso_datagrams",	 "gro_receives", "gro_datagrams", "reqs_by_apps"};
+	    "tx_pkts",	    "tx_bytes",	     "rx_pkts",	      "rx_bytes",	   "retransmits",
+	    "naks_sent",    "naks_received", "rnr_naks_sent", "rnr_naks_received", "probes",
+	    "placed_ahead", "gso_sends",     "gso_datagrams", "gro_receives",	   "gro_datagrams",
+	    "reqs_by_apps", "cnps_sent",     "cnps_received"};
 	struct sr_engine *e = engine_for_status;
 	struct sr_arena_hdr *h;
 	size_t n = 0;
@@ -708,6 +708,15 @@ void sr_engine_status(char *buf, size_t len)
 							     memory_order_relaxed),
 		    (unsigned long long)atomic_load_explicit(&e->rx_stranded, memory_order_relaxed),
 		    (unsigned long long)atomic_load_explicit(&e->acks_gone, memory_order_relaxed));
+	if (n < len) {
+		uint64_t t = 0;
+
+		for (unsigned m = 0; m < e->nrx; m++)
+			t +=
+			    atomic_load_explicit(&h->rx_members[m].takeovers, memory_order_relaxed);
+		n +=
+		    (size_t)snprintf(buf + n, len - n, " rx_takeovers %llu", (unsigned long long)t);
+	}
 	if (n < len)
 		n += (size_t)snprintf(buf + n, len - n, " rx_members %u rx_by_member", e->nrx);
 	for (unsigned m = 0; m < e->nrx && n < len; m++)

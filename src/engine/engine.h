@@ -36,6 +36,7 @@
 
 #include "core/idalloc.h"
 #include "engine/fault.h"
+#include "engine/rate.h"
 #include "shm/responder.h"
 #include "wire/bth.h"
 #include "wire/udp.h"
@@ -84,6 +85,20 @@ struct sr_pcap;
 #define SR_ENG_RX_STRAND_NS	  20000
 #define SR_ENG_RX_STRAND_READS	  8
 #define SR_ENG_RX_STRAND_PAUSE_NS 20000000
+/* Congestion notification (annex A17.9; core.c, resp.c, req.c).  A
+ * receiving thread whose read filled its batch looks at its socket's
+ * backlog: past 1/SR_ENG_CNP_FILL_DIV of the receive buffer
+ * (SOFTRDMA_CNP_FILL_PCT overrides; 0: every batch, for tests) it sends each
+ * connected QP whose requests it then takes a CNP, at most one per QP
+ * every SR_ENG_CNP_GAP_NS.  A requester that receives one halves its
+ * window (RC, XRC: grown back by ACKs, down to SR_ENG_CNP_WIN_MIN) or its
+ * sending rate (UC, which has no window: rate.h). */
+#define SR_ENG_CNP_FILL_DIV 2
+#define SR_ENG_CNP_GAP_NS   50000
+#define SR_ENG_CNP_WIN_MIN  16
+/* UC: packets the engine sends of a QP per turn, so that it reads (and
+ * reacts to a CNP) between them */
+#define SR_ENG_UC_TURN SR_ENG_WINDOW
 /* A destroyed QP's last ACK is sent again to a duplicate of its last
  * message for this long (resp.c, sr_eng_resp_gone). */
 #define SR_ENG_GONE_NS 10000000000ull
@@ -106,6 +121,8 @@ enum sr_eng_cnt {
 	SR_ENG_GRO_RECVS, /* receives that returned several datagrams */
 	SR_ENG_GRO_DGRAMS,
 	SR_ENG_APP_REQS, /* request packets receive halves sent (req.c, app_sends) */
+	SR_ENG_CNP_TX,	 /* congestion notifications sent (resp.c) */
+	SR_ENG_CNP_RX,	 /* ... received for a QP of ours (req.c) */
 	SR_ENG_CNT_MAX
 };
 
@@ -184,6 +201,7 @@ struct sr_eng_qp {
 	uint64_t rec_due;  /* it goes again then, unless acknowledged (0: no) */
 	uint64_t rec_rtt;  /* resend to its ACK, smoothed (ns; 0: none seen) */
 	uint8_t retry_left, rnr_left;
+	struct sr_rate rate; /* UC: its sending rate after CNPs (rate.h) */
 
 	/* responder */
 	bool resp_init;
@@ -197,6 +215,7 @@ struct sr_eng_qp {
 	uint64_t wr_va;	  /* WRITE: target address of the next byte */
 	uint32_t wr_rkey, wr_left;
 	uint32_t wr_srqn; /* XRC: the SRQ the WRITE named (its PD checks the key) */
+	uint64_t cnp_at;  /* its last CNP went then (ns) */
 	bool have_ticket;
 	struct sr_recv_ticket ticket;
 	struct {
@@ -271,6 +290,9 @@ struct sr_engine {
 	/* app: the datagram it just read is for no QP (its caller hands it
 	 * to the engine) */
 	bool app_unknown;
+	/* the batch being read filled a receive socket past the mark:
+	 * its requesters get CNPs (core.c sr_eng_rx_read, resp.c) */
+	bool congested;
 	uint64_t tx_flushes;
 	void *arena;
 	/* the receive socket group (layout.h, SR_RX_MEMBERS): nrx members,
@@ -418,6 +440,8 @@ void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_
 
 /* req.c: the requester and completer of RC, UC and XRC_SEND */
 void sr_eng_req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
+/* A CNP for qp came: its requester slows down. */
+void sr_eng_req_cnp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
 void sr_eng_comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		    const struct sr_pkt *p);
 /* Retires the head WQEs that are done, up to PSN `acked` acknowledged. */

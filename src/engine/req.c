@@ -215,6 +215,13 @@ static uint8_t transport_of(const struct sr_qp_shm *qp)
 					      : SR_TR_RC;
 }
 
+/* AckReq at least this often: within half the window, which CNPs may
+ * have cut below SR_ENG_ACKREQ_EVERY (sr_eng_req_cnp). */
+static uint32_t ackreq_every(const struct sr_eng_qp *q)
+{
+	return q->win && q->win / 2 < SR_ENG_ACKREQ_EVERY ? q->win / 2 : SR_ENG_ACKREQ_EVERY;
+}
+
 /* Sends one packet of WQE w at message offset q->soff; returns false if
  * the WQE failed locally (its error is recorded in its swqe). */
 static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
@@ -266,7 +273,8 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 				      w->imm_or_inv);
 		if (gather(e, qp, w, q->soff, len, iov, &niov) != IBV_WC_SUCCESS)
 			return false;
-		ackreq = last || ++q->since_ack >= SR_ENG_ACKREQ_EVERY || q->recovering;
+		/* within half a window cut by CNPs too, or it waits for a probe */
+		ackreq = last || ++q->since_ack >= ackreq_every(q) || q->recovering;
 		if (ackreq)
 			q->since_ack = 0;
 		sr_bth_put(h, op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
@@ -297,6 +305,13 @@ static void note_high(struct sr_eng_qp *q)
 		q->hspos = top;
 	if (sr_psn_diff(q->npsn, q->hpsn) > 0)
 		q->hpsn = q->npsn;
+}
+
+/* UC: the requester's only timer, when it sends again (req_timer). */
+static void set_wakeup(struct sr_eng_qp *q, uint64_t at)
+{
+	if (!q->deadline || at < q->deadline)
+		q->deadline = at ? at : 1;
 }
 
 static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
@@ -353,9 +368,13 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	uint32_t win = q->recovering ? 1 : q->win ? q->win : SR_ENG_WINDOW;
 	bool sent = false;
 
-	if (e->app && (state != IBV_QPS_RTS || !q->req_init || !app_sends(e, q))) {
+	if (e->app &&
+	    (state != IBV_QPS_RTS || !q->req_init || !app_sends(e, q) || qp->type == IBV_QPT_UC)) {
 		/* what is left to send (new WQEs, a rewind, a flush) is the
-		 * engine's, rung after the batch (shm/wire_rx.c) */
+		 * engine's, rung after the batch (shm/wire_rx.c).  UC's is
+		 * always: its packets sent by two threads through two sockets
+		 * can pass each other in the kernel, which RC repairs and UC
+		 * cannot (a message lost, drop_opcode) */
 		if (state == IBV_QPS_ERR || (state == IBV_QPS_RTS && q->req_init && !q->rnr_wait &&
 					     (q->spos != head || q->soff || q->spos != q->hspos))) {
 			q->run_wanted = true;
@@ -443,6 +462,18 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 				break;
 			q->rd_out++;
 		}
+		if (qp->type == IBV_QPT_UC) { /* its rate after a CNP (rate.h) */
+			uint64_t at = sr_rate_wait(&q->rate, e->now);
+
+			if (at) {
+				set_wakeup(q, at);
+				break;
+			}
+			sr_rate_sent(&q->rate, e->now,
+				     w->total_len - q->soff < mtu
+					 ? (uint32_t)(w->total_len - q->soff)
+					 : mtu);
+		}
 		if (!send_one(e, qp, q, w, sw)) {
 			sw->local_err = IBV_WC_LOC_PROT_ERR;
 			q->soff = 0;
@@ -469,9 +500,12 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			complete_head(e, qp, IBV_WC_SUCCESS, w->total_len);
 		}
 		q->una = q->npsn;
-		/* the window only held us back: nothing will come to reopen it */
+		/* the window only held us back: nothing will come to reopen
+		 * it.  The rest goes in the engine's next turn, after it has
+		 * read what came (a CNP), not in one burst of the whole SQ
+		 * (a thousand 8 MiB messages overflowed the receiver) */
 		if (sent && q->spos != head)
-			req_run(e, qp, q);
+			set_wakeup(q, e->now);
 		return;
 	}
 	if (sent && !q->deadline)
@@ -959,6 +993,11 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		req_run(e, qp, q);
 		return;
 	}
+	if (qp->type == IBV_QPT_UC) { /* a pause after a CNP, or a turn, ended */
+		q->deadline = 0;
+		req_run(e, qp, q);
+		return;
+	}
 	if ((!q->rto_at || e->now < q->rto_at) && q->rec_due && e->now >= q->rec_due &&
 	    q->recovering) {
 		/* a packet resent alone, not acknowledged in four of its
@@ -1090,6 +1129,26 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 {
 	req_enter(e, qp, q);
 	req_timer(e, qp, q);
+	req_leave(e, qp, q);
+}
+
+/*
+ * A CNP for this QP (A17.9.3): the reaction point.  RC and XRC halve
+ * their window, which clean ACKs grow back (grow_window); UC, which has
+ * neither window nor ACKs, cuts its sending rate (rate.h).
+ */
+void sr_eng_req_cnp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	req_enter(e, qp, q);
+	sr_eng_count(&e->cnt[SR_ENG_CNP_RX], 1);
+	if (qp->type == IBV_QPT_UC) {
+		sr_rate_cnp(&q->rate, e->now);
+	} else {
+		uint32_t w = (q->win ? q->win : SR_ENG_WINDOW) / 2;
+
+		q->win = w > SR_ENG_CNP_WIN_MIN ? w : SR_ENG_CNP_WIN_MIN;
+		q->clean = 0;
+	}
 	req_leave(e, qp, q);
 }
 

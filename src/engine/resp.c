@@ -859,12 +859,33 @@ static void resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	}
 }
 
+/*
+ * The socket this request came through is filling faster than it is read
+ * (core.c, e->congested): its sender is told to slow down (A17.9.2, the
+ * notification point), at most once per SR_ENG_CNP_GAP_NS.  The kernel
+ * drops what overflows the socket, which RC recovers at a cost and UC
+ * cannot (a lost packet loses its message); a veth has no PFC.
+ */
+static void notify_congestion(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	uint8_t h[SR_CNP_HDR_LEN];
+
+	if (!e->congested || (q->cnp_at && e->now - q->cnp_at < SR_ENG_CNP_GAP_NS))
+		return;
+	q->cnp_at = e->now;
+	sr_cnp_put(h, qp->dest_qpn);
+	sr_eng_count(&e->cnt[SR_ENG_CNP_TX], 1);
+	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,
+		    sizeof(h), NULL, 0, 0);
+}
+
 void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		    const struct sr_pkt *p, const uint8_t *sgid, const uint8_t *dgid)
 {
 	(void)sgid;
 	(void)dgid;
 	sr_shm_lock(&qp->wtx_lock);
+	notify_congestion(e, qp, q);
 	resp_rx(e, qp, q, p);
 	sr_shm_unlock(&qp->wtx_lock);
 }

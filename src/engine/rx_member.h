@@ -3,9 +3,14 @@
  * struct sr_rx_member): the engine, or a receive half in the process the
  * member belongs to (shm/wire_rx.c).  One reader at a time, nobody waits:
  * a reader that finds the member held leaves its datagrams to the holder.
- * A hold older than SR_RX_HOLD_STALE_NS is taken over (its holder was
- * stopped or preempted with datagrams in hand; they are handled late, as a
- * network reorders, and the transport recovers as from any reordering).
+ * A hold older than SR_RX_HOLD_STALE_NS is taken over if its holder is
+ * stopped, gone or asleep with datagrams in hand (they are handled late,
+ * as a network reorders, which RC recovers from); a holder that is only
+ * preempted, runnable, keeps it up to SR_RX_HOLD_MAX_NS: a taker would
+ * handle newer datagrams before the holder's older ones, and UC loses a
+ * message to that (perftest's UC latency test across the hosts hung one
+ * run in ten, every packet received, drop_opcode counting the rest of
+ * the broken message).
  */
 #ifndef SR_ENGINE_RX_MEMBER_H
 #define SR_ENGINE_RX_MEMBER_H
@@ -16,6 +21,13 @@
 #include <softrdma/layout.h>
 
 #define SR_RX_HOLD_STALE_NS 5000000ull
+#define SR_RX_HOLD_MAX_NS   200000000ull
+
+/* Whether thread tid (of this pid namespace) is running or runnable
+ * (engine/core.c: /proc/<tid>/stat, looked at once a millisecond). */
+bool sr_rx_thread_runnable(int32_t tid, uint64_t now);
+/* This thread's id (cached). */
+int32_t sr_rx_self_tid(void);
 
 static inline bool sr_rx_held(struct sr_rx_member *m, uint64_t now)
 {
@@ -32,12 +44,18 @@ static inline uint64_t sr_rx_take(struct sr_rx_member *m, uint64_t now)
 
 	if (v && (int64_t)(now - v) < (int64_t)SR_RX_HOLD_STALE_NS)
 		return 0;
+	if (v && (int64_t)(now - v) < (int64_t)SR_RX_HOLD_MAX_NS &&
+	    sr_rx_thread_runnable(atomic_load_explicit(&m->holder, memory_order_relaxed), now))
+		return 0;
 	/* pairs with sr_rx_give's release: what the last holder sent and
 	 * wrote is before what this one reads */
-	return atomic_compare_exchange_strong_explicit(&m->hold, &v, mine, memory_order_acquire,
-						       memory_order_relaxed)
-		   ? mine
-		   : 0;
+	if (!atomic_compare_exchange_strong_explicit(&m->hold, &v, mine, memory_order_acquire,
+						     memory_order_relaxed))
+		return 0;
+	atomic_store_explicit(&m->holder, sr_rx_self_tid(), memory_order_relaxed);
+	if (v)
+		atomic_fetch_add_explicit(&m->takeovers, 1, memory_order_relaxed);
+	return mine;
 }
 
 /* The engine's take: if m is held, the holder is told to look again when

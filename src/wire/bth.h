@@ -52,6 +52,12 @@ enum sr_transport {
 	SR_TR_XRC = 0xa0, /* annex A14: the RC operations, requests with an XRCETH */
 };
 
+/* The Congestion Notification Packet (annex A17.9.3): BTH with BECN set,
+ * 16 reserved bytes, the ICRC; DestQP is the QP whose sending caused it. */
+#define SR_CNP_OPCODE	0x81
+#define SR_CNP_RSVD_LEN 16
+#define SR_CNP_HDR_LEN	(SR_BTH_LEN + SR_CNP_RSVD_LEN)
+
 enum sr_ib_op {
 	SR_IB_SEND_FIRST = 0x00,
 	SR_IB_SEND_MIDDLE = 0x01,
@@ -99,6 +105,7 @@ enum sr_opflag {
 	SR_OPF_ATOMIC = 1 << 16,
 	SR_OPF_ACK = 1 << 17,
 	SR_OPF_XRCETH = 1 << 18, /* XRC request: XRCETH right after the BTH */
+	SR_OPF_CNP = 1 << 19,	 /* a congestion notification (no transport of its own) */
 };
 
 struct sr_opcode_info {
@@ -226,6 +233,14 @@ static inline void sr_ack_hdr_put(uint8_t *p, uint32_t dqpn, uint32_t psn, uint3
 {
 	sr_bth_put(p, SR_TR_RC | SR_IB_ACK, false, 0, SR_DEFAULT_PKEY, dqpn, false, psn);
 	sr_aeth_put(p + SR_BTH_LEN, SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, msn);
+}
+
+/* A CNP to QP dqpn (A17.9.3): P_Key as every packet of ours, BECN 1, PSN 0. */
+static inline void sr_cnp_put(uint8_t *p, uint32_t dqpn)
+{
+	sr_bth_put(p, SR_CNP_OPCODE, false, 0, SR_DEFAULT_PKEY, dqpn, false, 0);
+	p[4] |= 0x40;
+	memset(p + SR_BTH_LEN, 0, SR_CNP_RSVD_LEN);
 }
 
 static inline void sr_atometh_put(uint8_t *p, uint64_t va, uint32_t rkey, uint64_t swap_add,

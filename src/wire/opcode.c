@@ -123,6 +123,7 @@ const struct sr_opcode_info sr_opcode_info[256] = {
 					       SR_OPF_PAYLOAD | SR_OPF_DETH | SR_OPF_IMMDT,
 					   H_BTH + SR_DETH_LEN + SR_IMMDT_LEN, .deth_off = H_BTH,
 					   .immdt_off = H_BTH + SR_DETH_LEN),
+    [SR_CNP_OPCODE] = ROW("CNP", SR_OPF_CNP, SR_CNP_HDR_LEN),
 };
 
 const char *const sr_drop_name[SR_DROP_MAX] = {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <linux/filter.h>
+#include <linux/sock_diag.h>
 #include <netinet/udp.h>
 #include <poll.h>
 #include <string.h>
@@ -18,7 +19,7 @@ static int udp_socket(uint16_t port, bool group, uint16_t *bound)
 	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
 	socklen_t len = sizeof(sa);
 	int fd, zero = 0, one = 1, pmtu4 = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
-	int buf = 8 << 20;
+	int buf = 32 << 20;
 
 	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -224,6 +225,18 @@ int sr_udp_gro(int fd)
 	int one = 1;
 
 	return setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) ? -errno : 0;
+}
+
+bool sr_udp_rx_filled(int fd, unsigned pct)
+{
+	uint32_t mi[SK_MEMINFO_VARS];
+	socklen_t len = sizeof(mi);
+
+	if (!pct)
+		return true;
+	if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mi, &len) || len <= SK_MEMINFO_RCVBUF * 4)
+		return false;
+	return (uint64_t)mi[SK_MEMINFO_RMEM_ALLOC] * 100 >= (uint64_t)mi[SK_MEMINFO_RCVBUF] * pct;
 }
 
 uint32_t sr_udp_gro_size(struct msghdr *mh)

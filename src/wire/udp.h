@@ -73,6 +73,11 @@ int sr_udp_gro(int fd);
  * last one may be shorter), or 0 if it holds a single datagram. */
 uint32_t sr_udp_gro_size(struct msghdr *mh);
 
+/* Whether what waits in a receiving socket holds at least pct percent of
+ * its receive buffer (the kernel's accounting, SO_MEMINFO): the reader is
+ * falling behind.  False if the kernel does not say. */
+bool sr_udp_rx_filled(int fd, unsigned pct);
+
 /*
  * Batched sending.  A run of datagrams with the same source, destination
  * and length (the last may be shorter) leaves in one sendmsg with

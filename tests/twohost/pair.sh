@@ -17,7 +17,8 @@
 #                  file only names a domain within one host.
 #   KIND perftest: ib_*_{bw,lat}; passes -d soft0 -x <veth GID> -p PORT
 # PAIR_LINK_LOCAL=1: the GIDs of the veth's link-local IPv6 addresses.
-# PAIR_TRACE=1: also capture host b's engine and decode it (pair_trace).
+# PAIR_TRACE=1: also capture host b's engine and decode it (pair_trace);
+# PAIR_TRACE_OPCODES: BTH opcodes (decimal) the capture must hold.
 # PAIR_EXPECT: counter names of `softrdma status`'s RoCE line that must be
 # nonzero on host b afterwards (with SOFTRDMA_FAULT: the recovery happened).
 # PAIR_IDLE_CPU=1: afterwards, with the programs gone, each host's daemon
@@ -70,6 +71,11 @@ pair_trace() {
 	[ "$n" -gt 0 ] || { echo "FAIL: the capture has no packet"; ok=1; }
 	[ "$ib" = "$n" ] || { echo "FAIL: $((n - ib)) packets not decoded as InfiniBand"; ok=1; }
 	[ "$bad" = 0 ] || { echo "FAIL: $bad packets malformed or in error"; ok=1; }
+	local op
+	for op in ${PAIR_TRACE_OPCODES:-}; do
+		tshark -n -r "$f" "${heur[@]}" -T fields -e infiniband.bth.opcode 2>/dev/null |
+			grep -qx "$op" || { echo "FAIL: no packet of opcode $op in the capture"; ok=1; }
+	done
 	[ "$kind" = xsrq ] || return $ok
 	# each side's "local:" line: its XRC_RECV QPN and its SRQ number
 	local map
@@ -123,6 +129,10 @@ ok=1
 pair_check "$kind" "$prog" "$log" "$crc" "$src" || ok=0
 [ $((after - before)) -gt 0 ] || { echo "FAIL: nothing went over the wire"; ok=0; }
 [ -n "${PAIR_TRACE:-}" ] && { pair_trace "$log/b.pcap" || ok=0; }
+if [ $ok = 0 ]; then # what the engines counted, for the failure's reader
+	echo "--- host a: $(on_a "$NN_SR" status | grep 'roce v2')"
+	echo "--- host b: $(on_b "$NN_SR" status | grep 'roce v2')"
+fi
 for c in ${PAIR_EXPECT:-}; do
 	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
 	[ "${v:-0}" -gt 0 ] 2>/dev/null || { echo "FAIL: host b's $c is ${v:-absent}: not seen"; ok=0; }

@@ -8,7 +8,8 @@
 # as "icrc", one cut short as "short", an opcode no transport defines as
 # "opcode".  XRC (annex A14) the same way: a SEND_ONLY with its XRCETH is
 # "qpn", one too short to hold the XRCETH "short", 0xb5 (no XRC opcode)
-# "opcode".
+# "opcode".  A CNP (0x81, annex A17.9: BECN, 16 reserved bytes) for no QP is
+# "qpn", one without its reserved bytes "short".
 set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
@@ -25,9 +26,9 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, 10, 2)  # IP_MTU_DISCOVER = IP_PMTUDISC_DO: DF, id 0
 s.bind((src, 0))
 sport = s.getsockname()[1]
-def roce(opcode, payload):
+def roce(opcode, payload, psn=7, **bth):
     p = IP(src=src, dst=dst, flags="DF", id=0, ttl=64) / UDP(sport=sport, dport=4791) / \
-        BTH(opcode=opcode, pkey=0xffff, dqpn=0xabcde0, psn=7) / Raw(payload)
+        BTH(opcode=opcode, pkey=0xffff, dqpn=0xabcde0, psn=psn, **bth) / Raw(payload)
     p = IP(bytes(p))  # scapy fills in lengths and the ICRC
     return bytes(p[UDP].payload)
 good = roce(0x04, b"x" * 64)      # RC SEND_ONLY
@@ -36,7 +37,9 @@ odd = roce(0x1f, b"")             # no such RC opcode
 xrc = roce(0xa4, bytes.fromhex("00000005") + b"y" * 32)  # XRC SEND_ONLY: XRCETH, payload
 xrc_short = roce(0xa4, b"")       # BTH and ICRC: no room for the XRCETH
 xrc_odd = roce(0xb5, bytes.fromhex("00000005"))  # no such XRC opcode
-pkts = (good, bytes(bad), good[:10], odd, xrc, xrc_short, xrc_odd)
+cnp = roce(0x81, bytes(16), becn=1, psn=0)
+cnp_short = roce(0x81, b"", becn=1, psn=0)
+pkts = (good, bytes(bad), good[:10], odd, xrc, xrc_short, xrc_odd, cnp, cnp_short)
 for b in pkts:
     s.sendto(b, (dst, 4791))
 print("sent", len(pkts), "packets from port", sport, "ICRC", good[-4:].hex())
@@ -48,9 +51,9 @@ sleep 0.5
 on_a "$NN_SR" status | grep 'roce v2'
 ok=1
 check() { if [ "$2" = "$3" ]; then echo "ok: $1"; else echo "FAIL: $1: got $2, want $3"; ok=0; fi; }
-check "scapy's ICRC accepted, unknown QPN dropped as qpn (RC and XRC)" $(($(drops qpn) - q0)) 2
+check "scapy's ICRC accepted, unknown QPN dropped as qpn (RC, XRC, CNP)" $(($(drops qpn) - q0)) 3
 check "one bit flipped: dropped as icrc" $(($(drops icrc) - i0)) 1
-check "10 bytes, and XRC without its XRCETH: dropped as short" $(($(drops short) - s0)) 2
+check "10 bytes, XRC without its XRCETH, a CNP without its reserved bytes: dropped as short" $(($(drops short) - s0)) 3
 check "opcodes 0x1f and 0xb5: dropped as opcode" $(($(drops opcode) - o0)) 2
 [ $ok = 1 ] && echo PASS
 [ $ok = 1 ]
