@@ -29,11 +29,22 @@ bool sr_rx_thread_runnable(int32_t tid, uint64_t now);
 /* This thread's id (cached). */
 int32_t sr_rx_self_tid(void);
 
+/* Whether a hold taken at v (0: none) still stands at now. */
+static inline bool sr_rx_hold_stands(struct sr_rx_member *m, uint64_t v, uint64_t now)
+{
+	if (!v)
+		return false;
+	if ((int64_t)(now - v) < (int64_t)SR_RX_HOLD_STALE_NS)
+		return true;
+	return (int64_t)(now - v) < (int64_t)SR_RX_HOLD_MAX_NS &&
+	       sr_rx_thread_runnable(atomic_load_explicit(&m->holder, memory_order_relaxed), now);
+}
+
+/* (the engine then leaves m out of its epoll set: no spinning on a
+ * readable socket that a preempted holder keeps) */
 static inline bool sr_rx_held(struct sr_rx_member *m, uint64_t now)
 {
-	uint64_t v = atomic_load_explicit(&m->hold, memory_order_relaxed);
-
-	return v && (int64_t)(now - v) < (int64_t)SR_RX_HOLD_STALE_NS;
+	return sr_rx_hold_stands(m, atomic_load_explicit(&m->hold, memory_order_relaxed), now);
 }
 
 /* Takes m at `now` (CLOCK_MONOTONIC ns): the value sr_rx_give wants, or 0
@@ -42,10 +53,7 @@ static inline uint64_t sr_rx_take(struct sr_rx_member *m, uint64_t now)
 {
 	uint64_t v = atomic_load_explicit(&m->hold, memory_order_relaxed), mine = now | 1;
 
-	if (v && (int64_t)(now - v) < (int64_t)SR_RX_HOLD_STALE_NS)
-		return 0;
-	if (v && (int64_t)(now - v) < (int64_t)SR_RX_HOLD_MAX_NS &&
-	    sr_rx_thread_runnable(atomic_load_explicit(&m->holder, memory_order_relaxed), now))
+	if (sr_rx_hold_stands(m, v, now))
 		return 0;
 	/* pairs with sr_rx_give's release: what the last holder sent and
 	 * wrote is before what this one reads */
