@@ -7,7 +7,6 @@
  * wtx_lock, which guards every field of its sr_eng_qp (req.c, resp.c).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/env.h"
+#include "core/procstat.h"
 #include "core/shmlock.h"
 #include "engine/engine.h"
 #include "engine/rx_member.h"
@@ -35,8 +35,6 @@ bool sr_rx_thread_runnable(int32_t tid, uint64_t now)
 	static __thread bool seen_runnable;
 	char path[48], buf[256];
 	const char *st;
-	ssize_t n;
-	int fd;
 
 	if (tid <= 0)
 		return false;
@@ -46,17 +44,8 @@ bool sr_rx_thread_runnable(int32_t tid, uint64_t now)
 	seen_at = now;
 	seen_runnable = false;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false; /* gone */
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	/* "tid (comm) S ...": the state after the last ')' */
-	st = strrchr(buf, ')');
-	seen_runnable = st && st[1] == ' ' && st[2] == 'R';
+	st = sr_procstat_fields(path, buf, sizeof(buf)); /* NULL: gone */
+	seen_runnable = st && st[0] == 'R';
 	return seen_runnable;
 }
 

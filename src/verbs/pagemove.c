@@ -65,6 +65,7 @@
 #define SR_HAVE_SINGLE_THREADED 1
 #endif
 
+#include "core/procstat.h"
 #include "core/log.h"
 #include "verbs/pagemove.h"
 
@@ -631,9 +632,9 @@ static int protect_open(uintptr_t start, size_t len, const struct sr_vma *vmas, 
  * had threads, so ask the kernel then, until we have seen another thread. */
 static bool alone(void)
 {
-	char buf[512], *p;
-	ssize_t got;
-	int fd, field = 2;
+	char buf[512];
+	const char *p;
+	int field = 3; /* where sr_procstat_fields points */
 
 #ifdef SR_HAVE_SINGLE_THREADED
 	if (__libc_single_threaded)
@@ -641,21 +642,14 @@ static bool alone(void)
 #endif
 	if (atomic_load_explicit(&sr_seen_threads, memory_order_relaxed))
 		return false;
-	fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	got = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (got <= 0)
-		return false;
-	buf[got] = 0;
-	/* num_threads is field 20; the command name (2) may hold spaces */
-	p = strrchr(buf, ')');
+	/* num_threads is field 20 */
+	p = sr_procstat_fields("/proc/self/stat", buf, sizeof(buf));
 	while (p && field < 20) {
-		p = strchr(p + 1, ' ');
+		p = strchr(p, ' ');
+		p = p ? p + 1 : NULL;
 		field++;
 	}
-	if (p && atoi(p + 1) == 1)
+	if (p && atoi(p) == 1)
 		return true;
 	atomic_store_explicit(&sr_seen_threads, true, memory_order_relaxed);
 	return false;
