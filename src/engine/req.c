@@ -993,7 +993,7 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		req_run(e, qp, q);
 		return;
 	}
-	if (qp->type == IBV_QPT_UC) { /* a pause after a CNP, or a turn, ended */
+	if (qp->type == IBV_QPT_UC) { /* its rate allows the next packet, or a new turn */
 		q->deadline = 0;
 		req_run(e, qp, q);
 		return;
