@@ -19,7 +19,7 @@ static int udp_socket(uint16_t port, bool group, uint16_t *bound)
 	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
 	socklen_t len = sizeof(sa);
 	int fd, zero = 0, one = 1, pmtu4 = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
-	int buf = 32 << 20;
+	int rbuf = SR_UDP_RCVBUF, sbuf = SR_UDP_SNDBUF;
 
 	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -35,12 +35,11 @@ static int udp_socket(uint16_t port, bool group, uint16_t *bound)
 	/* the destination address of each datagram: the ICRC covers it */
 	setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
 	setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
-	/* past rmem_max/wmem_max where we may (root, CAP_NET_ADMIN): a burst
-	 * of a whole window must not overflow the receiver */
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)))
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf)))
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	/* past rmem_max/wmem_max where we may (root, CAP_NET_ADMIN) */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rbuf, sizeof(rbuf)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rbuf, sizeof(rbuf));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sbuf, sizeof(sbuf)))
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sbuf, sizeof(sbuf));
 	/* a group's members all take the group's datagrams, and each only
 	 * the multicast groups it joined itself (the kernel's default hands
 	 * every member every group this host joined) */

@@ -38,6 +38,15 @@ struct sr_udp_pkt {
 	struct msghdr mh;
 };
 
+/* The buffers each socket asks for (the kernel counts twice as much).
+ * The receive buffer stands in for a lossless link's headroom: it holds
+ * what arrives while no thread reads, and on a host with fewer CPUs than
+ * busy threads the scheduler leaves a socket unread for up to ~30 ms
+ * (2.5 GB/s for 30 ms is 75 MB of datagrams, 1.5-2.5x that counted).
+ * Only where the daemon may pass rmem_max; else it gets rmem_max. */
+#define SR_UDP_RCVBUF (128 << 20)
+#define SR_UDP_SNDBUF (32 << 20)
+
 /* A non-blocking dual-stack UDP socket bound to `port` (0: any); its port
  * in *bound.  -errno on failure. */
 int sr_udp_socket(uint16_t port, uint16_t *bound);

@@ -132,6 +132,9 @@ pair_check "$kind" "$prog" "$log" "$crc" "$src" || ok=0
 if [ $ok = 0 ]; then # what the engines counted, for the failure's reader
 	echo "--- host a: $(on_a "$NN_SR" status | grep 'roce v2')"
 	echo "--- host b: $(on_b "$NN_SR" status | grep 'roce v2')"
+	for h in a b; do # the kernel's UDP drops (RcvbufErrors, InErrors)
+		echo "--- host $h kernel: $(on_$h grep Udp: /proc/net/snmp | tr '\n' ' ')"
+	done
 fi
 for c in ${PAIR_EXPECT:-}; do
 	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
