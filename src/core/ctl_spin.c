@@ -2,27 +2,20 @@
  * Bounded, yielding spin before a control-socket sleep (see ctl_spin.h).
  */
 #include <sched.h>
-#include <stdlib.h>
 #include <time.h>
 
 #include "core/ctl_spin.h"
+#include "core/env.h"
 
 #define CTL_SPIN_DEFAULT_US 30
 #define CTL_SPIN_MAX_US	    1000
 
 unsigned sr_ctl_spin_us(void)
 {
-	static int budget = -1; /* racing first readers compute the same value */
-	int b = __atomic_load_n(&budget, __ATOMIC_RELAXED);
+	static int budget = -1;
 
-	if (b < 0) {
-		const char *e = getenv("SOFTRDMA_CTL_SPIN_US");
-		long v = e && *e ? strtol(e, NULL, 10) : CTL_SPIN_DEFAULT_US;
-
-		b = v < 0 ? 0 : v > CTL_SPIN_MAX_US ? CTL_SPIN_MAX_US : (int)v;
-		__atomic_store_n(&budget, b, __ATOMIC_RELAXED);
-	}
-	return (unsigned)b;
+	return (unsigned)sr_env_num("SOFTRDMA_CTL_SPIN_US", &budget, CTL_SPIN_MAX_US,
+				    CTL_SPIN_DEFAULT_US);
 }
 
 static long long now_ns(void)

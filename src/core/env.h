@@ -1,7 +1,8 @@
 /*
  * Switches read from the environment (SOFTRDMA_*), read once per process:
  * sr_env_on is on unless set to "0", sr_env_set off unless set to "1",
- * sr_env_num a decimal number within bounds (else the default).
+ * sr_env_num a decimal number, at most max (a larger one is max; no number
+ * or a negative one gives the default).
  */
 #ifndef SR_CORE_ENV_H
 #define SR_CORE_ENV_H
@@ -37,7 +38,7 @@ static inline bool sr_env_set(const char *name, int *cache)
 	return v;
 }
 
-/* *cache starts at -1; max < INT_MAX. */
+/* *cache starts at -1; 0 <= dflt <= max < INT_MAX. */
 static inline int sr_env_num(const char *name, int *cache, int max, int dflt)
 {
 	int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
@@ -47,7 +48,7 @@ static inline int sr_env_num(const char *name, int *cache, int max, int dflt)
 		char *end = NULL;
 		long l = e && *e ? strtol(e, &end, 10) : -1;
 
-		v = l >= 0 && l <= max && end && !*end ? (int)l : dflt;
+		v = l < 0 || !end || *end ? dflt : l > max ? max : (int)l;
 		__atomic_store_n(cache, v, __ATOMIC_RELAXED);
 	}
 	return v;

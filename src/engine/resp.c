@@ -15,10 +15,10 @@
  * takes the receive WQE from and checks keys against (an SRQ number that
  * is no XRC SRQ of the QP's domain: invalid request NAK, as on one host).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/copy.h"
+#include "core/env.h"
 #include "core/shmlock.h"
 #include "engine/engine.h"
 #include "wire/grh.h"
@@ -106,11 +106,12 @@ static void ack_later(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
  */
 uint64_t sr_eng_dack_ns(void)
 {
-	const char *v = getenv("SOFTRDMA_ACK_DEFER_US");
-	uint64_t us = v && *v ? strtoull(v, NULL, 10) : SR_ENG_DACK_NS / 1000;
+	static int us = -1;
 
 	/* never as long as the requester's first probe (SR_ENG_PROBE_NS) */
-	return (us < SR_ENG_DACK_MAX_US ? us : SR_ENG_DACK_MAX_US) * 1000;
+	return (uint64_t)sr_env_num("SOFTRDMA_ACK_DEFER_US", &us, SR_ENG_DACK_MAX_US,
+				    SR_ENG_DACK_NS / 1000) *
+	       1000;
 }
 
 /*
