@@ -5,12 +5,14 @@
  * (fuzz_input.h): records of any bytes and length with descriptors of any
  * kind and number, sent through sr_client_record() exactly as main.c's
  * poll loop dispatches what recvmsg returned, clients that stop reading
- * their replies, disconnect (reclaim) and reconnect, and the daemon's timer
- * work.  At the end of every input all clients are gone, and the daemon
- * must hold nothing: no descriptor more than before the input (counted in
- * /proc/self/fd), no arena bytes, no allocated number, no multicast
- * member.  ASan and UBSan report the rest.
+ * their replies, disconnect (reclaim) and reconnect, the daemon's timer
+ * work, and CM MADs from other hosts or this one (play_mad) for the
+ * connection manager's state machine.  At the end of every input all clients are gone, and the
+ * daemon must hold nothing: no descriptor more than before the input (counted in /proc/self/fd), no
+ * arena bytes, no allocated number, no multicast member, no CM id or channel.  ASan and UBSan
+ * report the rest.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,8 +31,10 @@
 #include "core/log.h"
 #include "core/msg.h"
 #include "core/shmlock.h"
+#include "daemon/cm/cm.h"
 #include "daemon/daemon.h"
 #include "shm/qp_err.h"
+#include "wire/cm_mad.h"
 #include "fuzz_input.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -46,6 +50,7 @@ static struct sr_daemon fz_d;
 static struct fz_client fz_cl[FZ_CLIENTS];
 static uint32_t fz_handles[FZ_HANDLES];
 static unsigned fz_nhandles;
+static uint32_t fz_last_op; /* of the last record sent: its replies' meaning */
 /* The other ends of pipes, and copies of memfds, sent in this input */
 static int fz_pipe_ends[256], fz_memfds[256];
 static unsigned fz_npipe_ends, fz_nmemfds;
@@ -262,6 +267,20 @@ static unsigned drain(struct fz_client *fc)
 				n == sizeof(u.rep) ? u.rep.handle : 0);
 		if (n == sizeof(u.rep) && !u.rep.status && u.rep.handle)
 			fz_handles[fz_nhandles++ % FZ_HANDLES] = u.rep.handle;
+		/* CM events name ids the daemon made (a CONNECT_REQUEST's new
+		 * id): handles too, for ACCEPT, REJECT, DISCONNECT ... */
+		if (fz_last_op == SR_OP_CM_GET_EVENT && n >= (ssize_t)sizeof(u.rep) &&
+		    !u.rep.status) {
+			const struct sr_cm_event_wire *more = (const void *)(&u.rep + 1);
+			size_t nmore = ((size_t)n - sizeof(u.rep)) / sizeof(*more);
+
+			for (size_t k = 0; k <= nmore; k++) {
+				uint32_t id = k ? more[k - 1].id : u.rep.u.cm_event.id;
+
+				if (id && id != u.rep.handle)
+					fz_handles[fz_nhandles++ % FZ_HANDLES] = id;
+			}
+		}
 	}
 }
 
@@ -417,6 +436,7 @@ static size_t play_send(unsigned i, bool noread, const uint8_t *p, size_t left)
 	}
 	/* as sr_msg_recv: a record longer than the buffer is MSG_TRUNC */
 	n = len > sizeof(struct sr_req) ? -EMSGSIZE : (long)len;
+	fz_last_op = len >= 4 ? rec[0] | rec[1] << 8 | rec[2] << 16 | (uint32_t)rec[3] << 24 : 0;
 	if (fz_trace)
 		fprintf(stderr, "client %u: op %u, %ld bytes, %u fds\n", i,
 			len >= 4 ? rec[0] | rec[1] << 8 : 0, n, nfds);
@@ -559,6 +579,121 @@ static void play_datapath(uint8_t b, uint8_t h)
 	}
 }
 
+/* The k-th CM id of the daemon (wrapping), NULL if it has none. */
+static struct sr_cm_id *cm_id_at(unsigned k)
+{
+	struct sr_cm_id *id = fz_d.cm->all;
+	unsigned n = 0;
+
+	for (struct sr_cm_id *i = id; i; i = i->next)
+		n++;
+	for (k = n ? k % n : 0; id && k; k--)
+		id = id->next;
+	return id;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* An address of the sender's, of the family of the id's own. */
+static void sender_addr(const struct sr_cm_id *id, struct sockaddr_storage *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (id->src.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)a;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(4000);
+		inet_pton(AF_INET6, "2001:db8::7", &s6->sin6_addr);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)a;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(4000);
+		inet_pton(AF_INET, "192.0.2.7", &s4->sin_addr);
+	}
+}
+
+/*
+ * A CM MAD arrives, as cm_wire.c hands one from QP1 to sr_cm_recv, or as
+ * sr_cm_mad_run hands one this host sent itself: from another host's GID
+ * or one of this host's, with what the fuzzer cannot guess (comm IDs,
+ * service IDs, an IP CM header) written in where the input asks.  Its
+ * answers go to the MAD queue, which FZ_TICK runs.
+ */
+static size_t play_mad(const uint8_t *p, size_t left)
+{
+	static const uint8_t others[2][16] = {
+	    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 7},
+	    {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7}};
+	static const uint8_t nobody[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0,
+					   0,	 0,    0,    0,	   0, 0, 0, 0x99};
+	const struct sr_dev_info *dev = &fz_d.dev;
+	uint8_t mad[SR_CM_MAD_SIZE] = {0};
+	const uint8_t *sgid, *dgid;
+	struct sr_cm_id *id;
+	size_t len;
+	unsigned from, fix;
+
+	if (left < 3)
+		return left;
+	from = p[0];
+	len = p[1] + 1u;
+	fix = p[2];
+	if (left < 3 + len)
+		return left;
+	memcpy(mad, p + 3, len);
+	switch (from & FZ_MAD_FROM) {
+	case 0:
+	case 1:
+		sgid = others[from & 1];
+		break;
+	case 2:
+		sgid = dev->gid_cnt ? dev->gids[0].gid : others[0];
+		break;
+	default:
+		sgid = dev->gid_cnt ? dev->gids[dev->gid_cnt - 1].gid : others[1];
+		break;
+	}
+	dgid = (from & FZ_MAD_TO_OTHER) || !dev->gid_cnt ? nobody : dev->gids[0].gid;
+	if (fix & FZ_MAD_HDR) {
+		mad[0] = 1;
+		mad[1] = SR_CM_MGMT_CLASS;
+		mad[2] = SR_CM_CLASS_VERSION;
+		mad[3] = SR_CM_METHOD_SEND;
+	}
+	id = cm_id_at((fix & FZ_MAD_ID) >> 4);
+	if (id && (fix & FZ_MAD_THEIR))
+		put_be32(mad + SR_CM_MAD_HDR + 4, id->comm_id);
+	if (id && (fix & FZ_MAD_PEERS))
+		put_be32(mad + SR_CM_MAD_HDR, id->remote_comm_id);
+	if (id && (fix & FZ_MAD_REQ_ID))
+		put_be32(mad + SR_CM_MAD_HDR, id->comm_id);
+	if (id && (fix & FZ_MAD_SERVICE)) {
+		uint16_t attr = (uint16_t)(mad[16] << 8 | mad[17]);
+		uint64_t sid = sr_cm_service_id(id->ps, sr_cm_port(&id->src));
+		struct sockaddr_storage peer;
+
+		for (int b = 0; b < 8; b++)
+			mad[SR_CM_MAD_HDR + 8 + b] = (uint8_t)(sid >> (56 - 8 * b));
+		sender_addr(id, &peer);
+		/* the private data's offsets (IBTA tables 106 and 118) */
+		if (attr == SR_CM_REQ || attr == SR_CM_SIDR_REQ)
+			sr_cm_ip_hdr_build(mad + SR_CM_MAD_HDR + (attr == SR_CM_REQ ? 140 : 16),
+					   (struct sockaddr *)&peer, (struct sockaddr *)&id->src);
+	}
+	if (fz_trace)
+		fprintf(stderr, "MAD %zu bytes, attribute %#x, fixes %#x\n", len,
+			mad[16] << 8 | mad[17], fix);
+	sr_cm_recv(&fz_d, sgid, dgid, mad, len);
+	return 3 + len;
+}
+
 static void check_empty(void)
 {
 	const struct sr_mcast_group *g = sr_arena_mcasttab(fz_d.arena);
@@ -595,6 +730,11 @@ static void check_empty(void)
 	if (fz_d.qpn_ids.in_use || fz_d.srqn_ids.in_use || fz_d.key_ids.in_use) {
 		fprintf(stderr, "fuzz_daemon: %u QPNs, %u SRQNs, %u keys still allocated\n",
 			fz_d.qpn_ids.in_use, fz_d.srqn_ids.in_use, fz_d.key_ids.in_use);
+		abort();
+	}
+	if (fz_d.cm->all || fz_d.cm->id_alloc.in_use || fz_d.cm->chan_alloc.in_use) {
+		fprintf(stderr, "fuzz_daemon: %u CM ids and %u channels left without clients\n",
+			fz_d.cm->id_alloc.in_use, fz_d.cm->chan_alloc.in_use);
 		abort();
 	}
 	for (unsigned k = 0; k < SR_MAX_MCAST_GRP; k++) {
@@ -640,6 +780,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				play_datapath(data[pos], data[pos + 1]);
 			used = 2;
 			break;
+		case FZ_MAD:
+			used = play_mad(data + pos, size - pos);
+			break;
 		case FZ_TICK:
 			/* one round of main.c's loop, minus the socket */
 			for (unsigned k = 0; k < FZ_CLIENTS; k++)
@@ -649,6 +792,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			release(false);
 			if (!fz_nheld && !fz_scribbled)
 				sr_daemon_tick(&fz_d);
+			sr_cm_tick(&fz_d); /* CM MADs queued, CM timers */
 			sr_heap_reap(&fz_d, false);
 			sr_heap_sweep_slots(&fz_d);
 			break;

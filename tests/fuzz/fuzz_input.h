@@ -19,7 +19,14 @@
  * the record: a handle, QPN or key from an earlier reply (of any client,
  * so one client can name another's objects), or the client's pid (HELLO).
  * Actions FZ_SEND and FZ_SEND_NOREAD carry bytes 1.. above; FZ_DATAPATH
- * carries two bytes (enum fz_dp, enum fz_hold); the others none.
+ * carries two bytes (enum fz_dp, enum fz_hold); FZ_MAD carries
+ *
+ *   byte 1   where it comes from (enum fz_mad_from)
+ *   byte 2   its length - 1 (1-256 bytes)
+ *   byte 3   what the harness writes into it (enum fz_mad_fix)
+ *   N bytes  the MAD
+ *
+ * and the others none.
  */
 #ifndef SR_FUZZ_INPUT_H
 #define SR_FUZZ_INPUT_H
@@ -36,7 +43,29 @@ enum fz_action {
 	FZ_CLOSE = 3,	    /* the client's socket closes (reclaim) */
 	FZ_TICK = 4,	    /* the daemon's timer work of one poll round */
 	FZ_DATAPATH = 5,    /* a QP's owner does what its data path may do */
+	FZ_MAD = 6,	    /* a CM MAD arrives (from another host, or this one) */
 	FZ_ACTIONS
+};
+
+/* FZ_MAD's source: bits 0-1 its sender's GID, one of two other hosts
+ * (IPv4 and IPv6) or this host's first or last GID; bit 2 sent to a GID
+ * this host does not own (else to its first). */
+enum fz_mad_from {
+	FZ_MAD_FROM = 3,
+	FZ_MAD_TO_OTHER = 1 << 2,
+};
+
+/* FZ_MAD's fixes: values the fuzzer cannot guess, taken from the k-th CM
+ * id of the daemon (bits 4-6, counted in its list of ids): */
+enum fz_mad_fix {
+	FZ_MAD_HDR = 1 << 0,	 /* a CM MAD header (the attribute kept) */
+	FZ_MAD_THEIR = 1 << 1,	 /* the id's comm ID as the remote comm ID */
+	FZ_MAD_PEERS = 1 << 2,	 /* the id's peer's comm ID as the local one */
+	FZ_MAD_SERVICE = 1 << 3, /* REQ, SIDR_REQ: the id's service ID and an IP CM
+				  * header from the sender to the id's address */
+	FZ_MAD_ID = 7 << 4,
+	FZ_MAD_REQ_ID = 1 << 7, /* the id's comm ID as the local one (a SIDR_REP's
+				 * request ID) */
 };
 
 /* FZ_DATAPATH's byte: a QP (the handle table's entry, bits 0-3) and what

@@ -2,10 +2,10 @@
  * Writes the seed corpus of the control-socket fuzzer (fuzz_input.h):
  * valid request sequences as the library sends them (HELLO, PD, a memfd
  * and an MR on it, CQs, QPs through INIT/RTR/RTS, SRQ, MW, multicast,
- * events, status, destroy or reclaim), so that mutations start deep in the
- * handlers.  Handles come from earlier replies through patches; the
- * comments give each reply's slot in the handle table.
- *   gen_seeds DIR
+ * events, status, destroy or reclaim; the connection manager's ids, a
+ * listener and a connection on this host, and CM MADs from other hosts),
+ * so that mutations start deep in the handlers.  Handles come from earlier replies through patches;
+ * the comments give each reply's slot in the handle table. gen_seeds DIR
  */
 #include <errno.h>
 #include <stddef.h>
@@ -13,8 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <softrdma/proto.h>
 
+#include "wire/cm_mad.h"
 #include "fuzz_input.h"
 
 static uint8_t buf[65536];
@@ -225,6 +228,108 @@ static void save(const char *dir, const char *name)
 		exit(1);
 	}
 	len = 0;
+}
+
+/* ---- the connection manager ---- */
+
+#define PS_TCP 0x0106 /* enum rdma_port_space */
+#define PS_UDP 0x0111
+
+static void cm_addr(uint8_t raw[SR_CM_ADDR_LEN], const char *ip, uint16_t port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	memset(raw, 0, SR_CM_ADDR_LEN);
+	memcpy(raw, &a, sizeof(a));
+}
+
+/* An event channel on an eventfd (its handle is the reply's) */
+static void cm_channel(unsigned client)
+{
+	struct sr_req r = R(SR_OP_CM_CHANNEL_CREATE);
+
+	send_fds(client, &r, offsetof(struct sr_req, u), 1, FZ_FD_EVENTFD, NULL, 0);
+}
+
+static void cm_create_id(unsigned client, unsigned chan, uint32_t ps, uint32_t qp_type)
+{
+	struct sr_req r = R(SR_OP_CM_CREATE_ID);
+	struct patch p[] = {P(u.cm.channel, chan)};
+
+	r.u.cm.ps = ps;
+	r.u.cm.qp_type = qp_type;
+	send_req(client, &r, p, 1);
+}
+
+/* BIND, RESOLVE_ADDR (src NULL, dst), LISTEN, CONNECT ... on the id */
+static void cm_op(unsigned client, enum sr_op o, unsigned id, const char *src, const char *dst,
+		  uint16_t port)
+{
+	struct sr_req r = R(o);
+	struct patch p[] = {P(handle, id)};
+
+	if (src)
+		cm_addr(r.u.cm.src, src, port);
+	if (dst)
+		cm_addr(r.u.cm.dst, dst, port);
+	r.u.cm.backlog = 4;
+	r.u.cm.timeout_ms = 2000;
+	r.u.cm.conn = (struct sr_cm_conn){.responder_resources = 1,
+					  .initiator_depth = 1,
+					  .retry_count = 7,
+					  .rnr_retry_count = 7,
+					  .has_qp = 1,
+					  .qp_num = 0x1234};
+	r.u.cm.psn = 77;
+	send_req(client, &r, p, 1);
+}
+
+static void cm_events(unsigned client, unsigned chan)
+{
+	struct sr_req r = R(SR_OP_CM_GET_EVENT);
+	struct patch p[] = {P(handle, chan)};
+
+	r.u.cm.value = 8;
+	send_req(client, &r, p, 1);
+}
+
+/* A CM MAD of attribute attr as a host would send it (header and fields
+ * valid, what it needs of the daemon's ids left to the fixes). */
+static void mad(unsigned from, uint16_t attr, unsigned fix)
+{
+	struct sr_cm_msg m;
+	uint8_t out[SR_CM_MAD_SIZE];
+
+	memset(&m, 0, sizeof(m));
+	m.attr = attr;
+	m.tid = 0x77;
+	m.local_comm_id = 0x5eed0001;
+	m.local_qpn = 0x4321;
+	m.starting_psn = 99;
+	m.responder_resources = m.initiator_depth = 1;
+	m.remote_cm_timeout = m.local_cm_timeout = 18;
+	m.retry_count = m.rnr_retry_count = 7;
+	m.max_cm_retries = 15;
+	m.pkey = 0xffff;
+	m.path_mtu = 3;
+	m.local_lid = m.remote_lid = 0xffff;
+	m.hop_limit = 64;
+	m.local_ack_timeout = 18;
+	m.qkey = 0x11111111;
+	m.reason = 28;
+	m.private_len = 8;
+	memcpy(m.private_data, "seedseed", 8);
+	if (sr_cm_mad_build(&m, out)) {
+		fprintf(stderr, "gen_seeds: cannot build a MAD of attribute %#x\n", attr);
+		exit(1);
+	}
+	op(0, FZ_MAD);
+	buf[len++] = from;
+	buf[len++] = SR_CM_MAD_SIZE - 1;
+	buf[len++] = fix;
+	memcpy(buf + len, out, SR_CM_MAD_SIZE);
+	len += SR_CM_MAD_SIZE;
 }
 
 /* HELLO, PD (slot 0), memfd (1), MR (2), CQ (3), RC QP (4) */
@@ -506,6 +611,133 @@ int main(int argc, char **argv)
 	simple(0, SR_OP_DESTROY_QP, 2);
 	simple(0, SR_OP_DESTROY_CQ, 1);
 	save(dir, "scribbled_cq");
+
+	/* a listener; another host connects (REQ), the listener's owner
+	 * takes the CONNECT_REQUEST, the peer's RTU, DREQ and a repeated
+	 * REQ arrive; every MAD for the ids the daemon has */
+	hello(0, 0);
+	cm_channel(0);				/* slot 0 */
+	cm_create_id(0, 0, PS_TCP, IBV_QPT_RC); /* 1 */
+	cm_op(0, SR_OP_CM_BIND, 1, "0.0.0.0", NULL, 7471);
+	cm_op(0, SR_OP_CM_LISTEN, 1, NULL, NULL, 0);
+	mad(0, SR_CM_REQ, FZ_MAD_SERVICE);
+	op(0, FZ_TICK);
+	cm_events(0, 0); /* 2: the channel; 3: the CONNECT_REQUEST's new id */
+	cm_op(0, SR_OP_CM_ACCEPT, 3, NULL, NULL, 0);
+	op(0, FZ_TICK);
+	for (unsigned k = 0; k < 2; k++) {
+		unsigned id = k << 4;
+
+		mad(0, SR_CM_RTU, FZ_MAD_THEIR | FZ_MAD_PEERS | id);
+		mad(0, SR_CM_MRA, FZ_MAD_THEIR | FZ_MAD_PEERS | id);
+		mad(0, SR_CM_DREQ, FZ_MAD_THEIR | FZ_MAD_PEERS | id);
+		mad(0, SR_CM_REQ, FZ_MAD_SERVICE | id);
+	}
+	op(0, FZ_TICK);
+	cm_events(0, 0);
+	cm_op(0, SR_OP_CM_DISCONNECT, 3, NULL, NULL, 0);
+	mad(0, SR_CM_DREP, FZ_MAD_THEIR | FZ_MAD_PEERS);
+	op(0, FZ_TICK);
+	op(0, FZ_CLOSE);
+	save(dir, "cm_listener_wire");
+
+	/* a connection on this host over 127.0.0.1: its REQ, REP and RTU
+	 * through the daemon's MAD queue; then another host's REJ, REP, DREP
+	 * and a SIDR exchange for its ids */
+	hello(0, 0);
+	cm_channel(0);				/* 0 */
+	cm_create_id(0, 0, PS_TCP, IBV_QPT_RC); /* 1 */
+	cm_op(0, SR_OP_CM_BIND, 1, "127.0.0.1", NULL, 7472);
+	cm_op(0, SR_OP_CM_LISTEN, 1, NULL, NULL, 0);
+	hello(1, 0);
+	cm_channel(1);				/* 2 */
+	cm_create_id(1, 2, PS_TCP, IBV_QPT_RC); /* 3 */
+	cm_op(1, SR_OP_CM_RESOLVE_ADDR, 3, NULL, "127.0.0.1", 7472);
+	op(1, FZ_TICK);
+	cm_op(1, SR_OP_CM_RESOLVE_ROUTE, 3, NULL, NULL, 0);
+	op(1, FZ_TICK);
+	cm_op(1, SR_OP_CM_CONNECT, 3, NULL, NULL, 0);
+	op(1, FZ_TICK);
+	cm_events(0, 0); /* 4: the channel; 5: the CONNECT_REQUEST's new id */
+	cm_op(0, SR_OP_CM_ACCEPT, 5, NULL, NULL, 0);
+	op(0, FZ_TICK);
+	cm_events(1, 2);
+	cm_op(1, SR_OP_CM_ESTABLISH, 3, NULL, NULL, 0);
+	op(1, FZ_TICK);
+	cm_events(0, 0);
+	cm_op(1, SR_OP_CM_DISCONNECT, 3, NULL, NULL, 0);
+	op(1, FZ_TICK);
+	cm_events(0, 0);
+	cm_events(1, 2);
+	for (unsigned k = 0; k < 3; k++) {
+		unsigned id = k << 4;
+
+		mad(2, SR_CM_REP, FZ_MAD_THEIR | id);
+		mad(0, SR_CM_REJ, FZ_MAD_THEIR | id);
+		mad(0, SR_CM_DREP, FZ_MAD_THEIR | FZ_MAD_PEERS | id);
+	}
+	op(1, FZ_CLOSE);
+	op(0, FZ_CLOSE);
+	save(dir, "cm_loopback");
+
+	/* UD through SIDR on this host, then SIDR MADs from another host */
+	hello(0, 0);
+	cm_channel(0);				/* 0 */
+	cm_create_id(0, 0, PS_UDP, IBV_QPT_UD); /* 1 */
+	cm_op(0, SR_OP_CM_BIND, 1, "127.0.0.1", NULL, 7473);
+	cm_op(0, SR_OP_CM_LISTEN, 1, NULL, NULL, 0);
+	hello(1, 0);
+	cm_channel(1);				/* 2 */
+	cm_create_id(1, 2, PS_UDP, IBV_QPT_UD); /* 3 */
+	cm_op(1, SR_OP_CM_RESOLVE_ADDR, 3, NULL, "127.0.0.1", 7473);
+	op(1, FZ_TICK);
+	cm_op(1, SR_OP_CM_RESOLVE_ROUTE, 3, NULL, NULL, 0);
+	cm_op(1, SR_OP_CM_CONNECT, 3, NULL, NULL, 0);
+	op(1, FZ_TICK);
+	cm_events(0, 0); /* 4: the channel; 5: the new id */
+	cm_op(0, SR_OP_CM_ACCEPT, 5, NULL, NULL, 0);
+	op(0, FZ_TICK);
+	cm_events(1, 2);
+	for (unsigned k = 0; k < 3; k++)
+		mad(1, SR_CM_SIDR_REP, FZ_MAD_REQ_ID | k << 4);
+	mad(0, SR_CM_SIDR_REQ, FZ_MAD_SERVICE | 2 << 4);
+	op(0, FZ_TICK);
+	op(1, FZ_CLOSE);
+	op(0, FZ_CLOSE);
+	save(dir, "cm_sidr");
+
+	/* processes gone in the middle of a connection: the active side's
+	 * (REQ sent: a REJ, timeout) and then the passive side's (REQ
+	 * received: a REJ, consumer defined) */
+	hello(0, 0);
+	cm_channel(0);				/* 0 */
+	cm_create_id(0, 0, PS_TCP, IBV_QPT_RC); /* 1 */
+	cm_op(0, SR_OP_CM_BIND, 1, "127.0.0.1", NULL, 7474);
+	cm_op(0, SR_OP_CM_LISTEN, 1, NULL, NULL, 0);
+	for (unsigned k = 0; k < 2; k++) {
+		hello(1, 0);
+		cm_channel(1);					/* 2, 4 */
+		cm_create_id(1, 2 + 2 * k, PS_TCP, IBV_QPT_RC); /* 3, 5 */
+		cm_op(1, SR_OP_CM_RESOLVE_ADDR, 3 + 2 * k, NULL, "127.0.0.1", 7474);
+		op(1, FZ_TICK);
+		cm_op(1, SR_OP_CM_RESOLVE_ROUTE, 3 + 2 * k, NULL, NULL, 0);
+		cm_op(1, SR_OP_CM_CONNECT, 3 + 2 * k, NULL, NULL, 0);
+		if (k)
+			op(1, FZ_TICK);
+		op(1, FZ_CLOSE);
+		op(0, FZ_TICK);
+	}
+	op(0, FZ_CLOSE);
+	save(dir, "cm_abandon");
+
+	/* MADs for nobody: a REQ for a service nobody listens on (a REJ), a
+	 * DREQ of an unknown connection (a DREP), a SIDR_REQ (unsupported) */
+	mad(0, SR_CM_REQ, 0);
+	mad(1, SR_CM_DREQ, 0);
+	mad(0, SR_CM_SIDR_REQ, 0);
+	mad(4, SR_CM_REP, 0);
+	op(0, FZ_TICK);
+	save(dir, "cm_mads_for_nobody");
 
 	/* a client that stops reading its replies, then reads again */
 	hello(0, 0);

@@ -206,7 +206,8 @@ static void send_rej(struct sr_daemon *d, struct sr_cm_id *id, uint16_t reason, 
 		m.ari_len = 8;
 	}
 	m.private_len = len;
-	memcpy(m.private_data, priv, len);
+	if (len)
+		memcpy(m.private_data, priv, len);
 	send_msg(d, id, &m, id->sgid, id->dgid, false);
 }
 
