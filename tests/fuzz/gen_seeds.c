@@ -294,6 +294,33 @@ static void cm_events(unsigned client, unsigned chan)
 	send_req(client, &r, p, 1);
 }
 
+/* A process listening on ip:port: HELLO, channel (slot chan), id (chan + 1),
+ * BIND, LISTEN */
+static void cm_listener(unsigned client, unsigned chan, uint32_t ps, uint32_t qp_type,
+			const char *ip, uint16_t port)
+{
+	hello(client, 0);
+	cm_channel(client);
+	cm_create_id(client, chan, ps, qp_type);
+	cm_op(client, SR_OP_CM_BIND, chan + 1, ip, NULL, port);
+	cm_op(client, SR_OP_CM_LISTEN, chan + 1, NULL, NULL, 0);
+}
+
+/* A process connecting to ip:port: HELLO, channel (slot chan), id (chan +
+ * 1), its address and route resolved, CONNECT (the REQ queued) */
+static void cm_active(unsigned client, unsigned chan, uint32_t ps, uint32_t qp_type, const char *ip,
+		      uint16_t port)
+{
+	hello(client, 0);
+	cm_channel(client);
+	cm_create_id(client, chan, ps, qp_type);
+	cm_op(client, SR_OP_CM_RESOLVE_ADDR, chan + 1, NULL, ip, port);
+	op(client, FZ_TICK);
+	cm_op(client, SR_OP_CM_RESOLVE_ROUTE, chan + 1, NULL, NULL, 0);
+	op(client, FZ_TICK);
+	cm_op(client, SR_OP_CM_CONNECT, chan + 1, NULL, NULL, 0);
+}
+
 /* A CM MAD of attribute attr as a host would send it (header and fields
  * valid, what it needs of the daemon's ids left to the fixes). */
 static void mad(unsigned from, uint16_t attr, unsigned fix)
@@ -615,11 +642,7 @@ int main(int argc, char **argv)
 	/* a listener; another host connects (REQ), the listener's owner
 	 * takes the CONNECT_REQUEST, the peer's RTU, DREQ and a repeated
 	 * REQ arrive; every MAD for the ids the daemon has */
-	hello(0, 0);
-	cm_channel(0);				/* slot 0 */
-	cm_create_id(0, 0, PS_TCP, IBV_QPT_RC); /* 1 */
-	cm_op(0, SR_OP_CM_BIND, 1, "0.0.0.0", NULL, 7471);
-	cm_op(0, SR_OP_CM_LISTEN, 1, NULL, NULL, 0);
+	cm_listener(0, 0, PS_TCP, IBV_QPT_RC, "0.0.0.0", 7471); /* 0, 1 */
 	mad(0, SR_CM_REQ, FZ_MAD_SERVICE);
 	op(0, FZ_TICK);
 	cm_events(0, 0); /* 2: the channel; 3: the CONNECT_REQUEST's new id */
@@ -642,21 +665,10 @@ int main(int argc, char **argv)
 	save(dir, "cm_listener_wire");
 
 	/* a connection on this host over 127.0.0.1: its REQ, REP and RTU
-	 * through the daemon's MAD queue; then another host's REJ, REP, DREP
-	 * and a SIDR exchange for its ids */
-	hello(0, 0);
-	cm_channel(0);				/* 0 */
-	cm_create_id(0, 0, PS_TCP, IBV_QPT_RC); /* 1 */
-	cm_op(0, SR_OP_CM_BIND, 1, "127.0.0.1", NULL, 7472);
-	cm_op(0, SR_OP_CM_LISTEN, 1, NULL, NULL, 0);
-	hello(1, 0);
-	cm_channel(1);				/* 2 */
-	cm_create_id(1, 2, PS_TCP, IBV_QPT_RC); /* 3 */
-	cm_op(1, SR_OP_CM_RESOLVE_ADDR, 3, NULL, "127.0.0.1", 7472);
-	op(1, FZ_TICK);
-	cm_op(1, SR_OP_CM_RESOLVE_ROUTE, 3, NULL, NULL, 0);
-	op(1, FZ_TICK);
-	cm_op(1, SR_OP_CM_CONNECT, 3, NULL, NULL, 0);
+	 * through the daemon's MAD queue, ESTABLISH, DISCONNECT; then another
+	 * host's REP, REJ and DREP for the ids the daemon has */
+	cm_listener(0, 0, PS_TCP, IBV_QPT_RC, "127.0.0.1", 7472); /* 0, 1 */
+	cm_active(1, 2, PS_TCP, IBV_QPT_RC, "127.0.0.1", 7472);	  /* 2, 3 */
 	op(1, FZ_TICK);
 	cm_events(0, 0); /* 4: the channel; 5: the CONNECT_REQUEST's new id */
 	cm_op(0, SR_OP_CM_ACCEPT, 5, NULL, NULL, 0);
@@ -681,18 +693,8 @@ int main(int argc, char **argv)
 	save(dir, "cm_loopback");
 
 	/* UD through SIDR on this host, then SIDR MADs from another host */
-	hello(0, 0);
-	cm_channel(0);				/* 0 */
-	cm_create_id(0, 0, PS_UDP, IBV_QPT_UD); /* 1 */
-	cm_op(0, SR_OP_CM_BIND, 1, "127.0.0.1", NULL, 7473);
-	cm_op(0, SR_OP_CM_LISTEN, 1, NULL, NULL, 0);
-	hello(1, 0);
-	cm_channel(1);				/* 2 */
-	cm_create_id(1, 2, PS_UDP, IBV_QPT_UD); /* 3 */
-	cm_op(1, SR_OP_CM_RESOLVE_ADDR, 3, NULL, "127.0.0.1", 7473);
-	op(1, FZ_TICK);
-	cm_op(1, SR_OP_CM_RESOLVE_ROUTE, 3, NULL, NULL, 0);
-	cm_op(1, SR_OP_CM_CONNECT, 3, NULL, NULL, 0);
+	cm_listener(0, 0, PS_UDP, IBV_QPT_UD, "127.0.0.1", 7473); /* 0, 1 */
+	cm_active(1, 2, PS_UDP, IBV_QPT_UD, "127.0.0.1", 7473);	  /* 2, 3 */
 	op(1, FZ_TICK);
 	cm_events(0, 0); /* 4: the channel; 5: the new id */
 	cm_op(0, SR_OP_CM_ACCEPT, 5, NULL, NULL, 0);
@@ -709,19 +711,9 @@ int main(int argc, char **argv)
 	/* processes gone in the middle of a connection: the active side's
 	 * (REQ sent: a REJ, timeout) and then the passive side's (REQ
 	 * received: a REJ, consumer defined) */
-	hello(0, 0);
-	cm_channel(0);				/* 0 */
-	cm_create_id(0, 0, PS_TCP, IBV_QPT_RC); /* 1 */
-	cm_op(0, SR_OP_CM_BIND, 1, "127.0.0.1", NULL, 7474);
-	cm_op(0, SR_OP_CM_LISTEN, 1, NULL, NULL, 0);
+	cm_listener(0, 0, PS_TCP, IBV_QPT_RC, "127.0.0.1", 7474); /* 0, 1 */
 	for (unsigned k = 0; k < 2; k++) {
-		hello(1, 0);
-		cm_channel(1);					/* 2, 4 */
-		cm_create_id(1, 2 + 2 * k, PS_TCP, IBV_QPT_RC); /* 3, 5 */
-		cm_op(1, SR_OP_CM_RESOLVE_ADDR, 3 + 2 * k, NULL, "127.0.0.1", 7474);
-		op(1, FZ_TICK);
-		cm_op(1, SR_OP_CM_RESOLVE_ROUTE, 3 + 2 * k, NULL, NULL, 0);
-		cm_op(1, SR_OP_CM_CONNECT, 3 + 2 * k, NULL, NULL, 0);
+		cm_active(1, 2 + 2 * k, PS_TCP, IBV_QPT_RC, "127.0.0.1", 7474); /* 2, 3; 4, 5 */
 		if (k)
 			op(1, FZ_TICK);
 		op(1, FZ_CLOSE);
