@@ -6,23 +6,26 @@
  * kind and number, sent through sr_client_record() exactly as main.c's
  * poll loop dispatches what recvmsg returned, clients that stop reading
  * their replies, disconnect (reclaim) and reconnect, the daemon's timer
- * work, and CM MADs from other hosts or this one (play_mad) for the
- * connection manager's state machine.  At the end of every input all clients are gone, and the
- * daemon must hold nothing: no descriptor more than before the input (counted in /proc/self/fd), no
- * arena bytes, no allocated number, no multicast member, no CM id or channel.  ASan and UBSan
- * report the rest.
+ * work, and CM MADs from other hosts or this one (play_mad) and the CM's
+ * deadlines coming (FZ_CM_DUE) for the connection manager's state machine.  At the end of every
+ * input all clients are gone, and the daemon must hold nothing: no descriptor more than before the
+ * input (counted in /proc/self/fd), no arena bytes, no allocated number, no multicast member, no CM
+ * id or channel.  ASan and UBSan report the rest.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -192,11 +195,65 @@ static pid_t client_pid(unsigned i)
 	return i < 2 ? getpid() : 0x3fffff00;
 }
 
+static void write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+		fprintf(stderr, "fuzz_daemon: %s: %s\n", path, strerror(errno));
+		abort();
+	}
+	close(fd);
+}
+
+/*
+ * The daemon resolves the addresses a record names as a real one does:
+ * cm_neigh.c asks the kernel for the next hop (NTF_USE), and the kernel
+ * sends ARP requests and neighbour solicitations for it.  The fuzzer's
+ * addresses are anyone's, so the daemon runs in a network namespace of its
+ * own (a user namespace too where it is not root) with loopback alone, up:
+ * nothing it does reaches a network.  No namespace, no fuzzing.
+ */
+static void isolate_network(void)
+{
+	struct ifreq ifr = {0};
+	int fd;
+
+	if (unshare(CLONE_NEWNET)) {
+		char map[64];
+		uid_t uid = geteuid();
+		gid_t gid = getegid();
+
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNET)) {
+			fprintf(stderr,
+				"fuzz_daemon: no network namespace of its own (%s): "
+				"it would resolve the fuzzer's addresses on this host's "
+				"network\n",
+				strerror(errno));
+			abort();
+		}
+		write_file("/proc/self/setgroups", "deny");
+		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+		write_file("/proc/self/uid_map", map);
+		snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+		write_file("/proc/self/gid_map", map);
+	}
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	strcpy(ifr.ifr_name, "lo");
+	if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) ||
+	    (ifr.ifr_flags |= IFF_UP, ioctl(fd, SIOCSIFFLAGS, &ifr))) {
+		fprintf(stderr, "fuzz_daemon: loopback not up: %s\n", strerror(errno));
+		abort();
+	}
+	close(fd);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *e = getenv("SOFTRDMA_LOG");
 	int ret;
 
+	isolate_network();
 	signal(SIGPIPE, SIG_IGN); /* as main.c */
 	sr_log_init("fuzz_daemon");
 	if (!e || !*e)
@@ -265,6 +322,8 @@ static unsigned drain(struct fz_client *fc)
 			fprintf(stderr, "  reply %zd bytes: status %d handle %#x\n", n,
 				n == sizeof(u.rep) ? u.rep.status : 0,
 				n == sizeof(u.rep) ? u.rep.handle : 0);
+		if (fz_trace && n == sizeof(u.rep) && !u.rep.status && u.rep.handle)
+			fprintf(stderr, "  slot %u\n", fz_nhandles % FZ_HANDLES);
 		if (n == sizeof(u.rep) && !u.rep.status && u.rep.handle)
 			fz_handles[fz_nhandles++ % FZ_HANDLES] = u.rep.handle;
 		/* CM events name ids the daemon made (a CONNECT_REQUEST's new
@@ -277,8 +336,12 @@ static unsigned drain(struct fz_client *fc)
 			for (size_t k = 0; k <= nmore; k++) {
 				uint32_t id = k ? more[k - 1].id : u.rep.u.cm_event.id;
 
-				if (id && id != u.rep.handle)
+				if (id && id != u.rep.handle) {
+					if (fz_trace)
+						fprintf(stderr, "  event of id %#x: slot %u\n", id,
+							fz_nhandles % FZ_HANDLES);
 					fz_handles[fz_nhandles++ % FZ_HANDLES] = id;
+				}
 			}
 		}
 	}
@@ -782,6 +845,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case FZ_MAD:
 			used = play_mad(data + pos, size - pos);
+			break;
+		case FZ_CM_DUE:
+			/* seconds pass: what waits for an answer is resent or
+			 * gives up, a timewait ends, a lingering DREQ goes again */
+			for (struct sr_cm_id *id = fz_d.cm->all; id; id = id->next)
+				if (id->deadline_ms)
+					id->deadline_ms = 1;
+			for (struct sr_cm_linger *l = fz_d.cm->lingering; l; l = l->next)
+				l->deadline_ms = 1;
+			fz_d.cm->next_timer_scan_ms = 0;
+			sr_cm_tick(&fz_d);
 			break;
 		case FZ_TICK:
 			/* one round of main.c's loop, minus the socket */

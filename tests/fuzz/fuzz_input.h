@@ -44,6 +44,8 @@ enum fz_action {
 	FZ_TICK = 4,	    /* the daemon's timer work of one poll round */
 	FZ_DATAPATH = 5,    /* a QP's owner does what its data path may do */
 	FZ_MAD = 6,	    /* a CM MAD arrives (from another host, or this one) */
+	FZ_CM_DUE = 7,	    /* every CM deadline comes (a resend, a timeout, the
+			     * end of a timewait), then the timer work runs */
 	FZ_ACTIONS
 };
 

@@ -645,7 +645,7 @@ int main(int argc, char **argv)
 	cm_listener(0, 0, PS_TCP, IBV_QPT_RC, "0.0.0.0", 7471); /* 0, 1 */
 	mad(0, SR_CM_REQ, FZ_MAD_SERVICE);
 	op(0, FZ_TICK);
-	cm_events(0, 0); /* 2: the channel; 3: the CONNECT_REQUEST's new id */
+	cm_events(0, 0); /* 2: the event count; 3: the CONNECT_REQUEST's new id */
 	cm_op(0, SR_OP_CM_ACCEPT, 3, NULL, NULL, 0);
 	op(0, FZ_TICK);
 	for (unsigned k = 0; k < 2; k++) {
@@ -670,7 +670,7 @@ int main(int argc, char **argv)
 	cm_listener(0, 0, PS_TCP, IBV_QPT_RC, "127.0.0.1", 7472); /* 0, 1 */
 	cm_active(1, 2, PS_TCP, IBV_QPT_RC, "127.0.0.1", 7472);	  /* 2, 3 */
 	op(1, FZ_TICK);
-	cm_events(0, 0); /* 4: the channel; 5: the CONNECT_REQUEST's new id */
+	cm_events(0, 0); /* 4: the event count; 5: the CONNECT_REQUEST's new id */
 	cm_op(0, SR_OP_CM_ACCEPT, 5, NULL, NULL, 0);
 	op(0, FZ_TICK);
 	cm_events(1, 2);
@@ -696,7 +696,7 @@ int main(int argc, char **argv)
 	cm_listener(0, 0, PS_UDP, IBV_QPT_UD, "127.0.0.1", 7473); /* 0, 1 */
 	cm_active(1, 2, PS_UDP, IBV_QPT_UD, "127.0.0.1", 7473);	  /* 2, 3 */
 	op(1, FZ_TICK);
-	cm_events(0, 0); /* 4: the channel; 5: the new id */
+	cm_events(0, 0); /* 4: the event count; 5: the new id */
 	cm_op(0, SR_OP_CM_ACCEPT, 5, NULL, NULL, 0);
 	op(0, FZ_TICK);
 	cm_events(1, 2);
@@ -721,6 +721,44 @@ int main(int argc, char **argv)
 	}
 	op(0, FZ_CLOSE);
 	save(dir, "cm_abandon");
+
+	/* time passes on every CM wait: a REQ to a port bound but not
+	 * listening (parked) resent until UNREACHABLE; a REP never answered by
+	 * an RTU (CONNECT_ERROR); a connection's DREQ lingering after its
+	 * process left, then the survivor's timewait over */
+	hello(0, 0);
+	cm_channel(0);				/* 0 */
+	cm_create_id(0, 0, PS_TCP, IBV_QPT_RC); /* 1 */
+	cm_op(0, SR_OP_CM_BIND, 1, "127.0.0.1", NULL, 7475);
+	cm_active(1, 2, PS_TCP, IBV_QPT_RC, "127.0.0.1", 7475); /* 2, 3 */
+	op(1, FZ_TICK);
+	for (int k = 0; k < 20; k++)
+		op(1, FZ_CM_DUE); /* its events stay unread: no slots taken */
+	cm_listener(2, 4, PS_TCP, IBV_QPT_RC, "0.0.0.0", 7476); /* 4, 5 */
+	mad(0, SR_CM_REQ, FZ_MAD_SERVICE);
+	op(2, FZ_TICK);
+	cm_events(2, 4); /* 6: the event count; 7: the new id */
+	cm_op(2, SR_OP_CM_ACCEPT, 7, NULL, NULL, 0);
+	for (int k = 0; k < 20; k++)
+		op(2, FZ_CM_DUE);
+	cm_events(2, 4);
+	op(0, FZ_CLOSE);
+	op(1, FZ_CLOSE);
+	op(2, FZ_CLOSE);
+	cm_listener(0, 10, PS_TCP, IBV_QPT_RC, "127.0.0.1", 7477); /* 10, 11 */
+	cm_active(1, 12, PS_TCP, IBV_QPT_RC, "127.0.0.1", 7477);   /* 12, 13 */
+	op(1, FZ_TICK);
+	cm_events(0, 10); /* 14, 15: the new id */
+	cm_op(0, SR_OP_CM_ACCEPT, 15, NULL, NULL, 0);
+	op(1, FZ_TICK);
+	cm_events(1, 12);
+	cm_op(1, SR_OP_CM_ESTABLISH, 13, NULL, NULL, 0);
+	cm_op(1, SR_OP_CM_DISCONNECT, 13, NULL, NULL, 0);
+	op(1, FZ_CLOSE); /* its DREQ lingers */
+	for (int k = 0; k < 20; k++)
+		op(0, FZ_CM_DUE);
+	cm_events(0, 10);
+	save(dir, "cm_deadlines");
 
 	/* MADs for nobody: a REQ for a service nobody listens on (a REJ), a
 	 * DREQ of an unknown connection (a DREP), a SIDR_REQ (unsupported) */
