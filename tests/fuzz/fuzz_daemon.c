@@ -6,11 +6,13 @@
  * kind and number, sent through sr_client_record() exactly as main.c's
  * poll loop dispatches what recvmsg returned, clients that stop reading
  * their replies, disconnect (reclaim) and reconnect, the daemon's timer
- * work, and CM MADs from other hosts or this one (play_mad) and the CM's
- * deadlines coming (FZ_CM_DUE) for the connection manager's state machine.  At the end of every
- * input all clients are gone, and the daemon must hold nothing: no descriptor more than before the
- * input (counted in /proc/self/fd), no arena bytes, no allocated number, no multicast member, no CM
- * id or channel.  ASan and UBSan report the rest.
+ * work, and for the connection manager's state machine CM MADs from other
+ * hosts or this one (play_mad) and its deadlines coming (FZ_CM_DUE).  At
+ * the end of every input all clients are gone, and the daemon must hold
+ * nothing: no descriptor more than before the input (counted in
+ * /proc/self/fd), no arena bytes, no allocated number, no multicast
+ * member, no CM id or channel.  ASan and UBSan report the rest.  It runs
+ * in a network namespace of its own (isolate_network).
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -53,7 +55,7 @@ static struct sr_daemon fz_d;
 static struct fz_client fz_cl[FZ_CLIENTS];
 static uint32_t fz_handles[FZ_HANDLES];
 static unsigned fz_nhandles;
-static uint32_t fz_last_op; /* of the last record sent: its replies' meaning */
+static uint32_t fz_last_op; /* of the last record sent: what the replies read next answer */
 /* The other ends of pipes, and copies of memfds, sent in this input */
 static int fz_pipe_ends[256], fz_memfds[256];
 static unsigned fz_npipe_ends, fz_nmemfds;
@@ -678,7 +680,7 @@ static void sender_addr(const struct sr_cm_id *id, struct sockaddr_storage *a)
 
 		s4->sin_family = AF_INET;
 		s4->sin_port = htons(4000);
-		inet_pton(AF_INET, "192.0.2.7", &s4->sin_addr);
+		inet_pton(AF_INET, "198.51.100.7", &s4->sin_addr);
 	}
 }
 
@@ -692,7 +694,7 @@ static void sender_addr(const struct sr_cm_id *id, struct sockaddr_storage *a)
 static size_t play_mad(const uint8_t *p, size_t left)
 {
 	static const uint8_t others[2][16] = {
-	    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 7},
+	    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 7},
 	    {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7}};
 	static const uint8_t nobody[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0,
 					   0,	 0,    0,    0,	   0, 0, 0, 0x99};
