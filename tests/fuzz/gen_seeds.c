@@ -4,8 +4,10 @@
  * and an MR on it, CQs, QPs through INIT/RTR/RTS, SRQ, MW, multicast,
  * events, status, destroy or reclaim; the connection manager's ids, a
  * listener and a connection on this host, and CM MADs from other hosts),
- * so that mutations start deep in the handlers.  Handles come from earlier replies through patches;
- * the comments give each reply's slot in the handle table. gen_seeds DIR
+ * so that mutations start deep in the handlers.  Handles come from
+ * earlier replies through patches; the comments give each reply's slot in
+ * the handle table.
+ *   gen_seeds DIR
  */
 #include <errno.h>
 #include <stddef.h>
