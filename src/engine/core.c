@@ -259,6 +259,7 @@ int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsign
 		   sr_eng_rx_fn fn)
 {
 	struct mmsghdr mm[SR_ENG_RX_BATCH];
+	unsigned pct;
 	int n;
 
 	if (nb > SR_ENG_RX_BATCH)
@@ -277,8 +278,8 @@ int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsign
 		return n < 0 ? -errno : 0;
 	/* a full batch: the socket may be filling faster than it is read
 	 * (SOFTRDMA_CNP_FILL_PCT=0: every batch counts as congested) */
-	e->congested =
-	    !cnp_fill_pct() || ((unsigned)n == nb && sr_udp_rx_filled(sock, cnp_fill_pct()));
+	pct = cnp_fill_pct();
+	e->congested = !pct || ((unsigned)n == nb && sr_udp_rx_filled(sock, pct));
 	for (int i = 0; i < n; i++) {
 		struct sr_eng_rxbuf *s = &b[i];
 		uint8_t dgid[16];
