@@ -26,7 +26,8 @@ echo "== softrdma status"
 echo
 echo "== Two hosts: RoCEv2 between two network namespaces"
 if [ "$(id -u)" != 0 ] || ! command -v tshark >/dev/null; then
-	echo "(skipped: making network namespaces needs root, decoding needs tshark)"
+	echo "(skipped: this part makes its namespaces with ip netns, which needs root, and decodes with tshark;"
+	echo " without root, scripts/two-hosts.sh gives you two hosts in a user namespace of your own)"
 	exit 0
 fi
 # Host a and host b, joined by a veth at MTU 1500, one softrdmad each
