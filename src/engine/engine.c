@@ -202,14 +202,6 @@ static bool rx_batch(struct sr_engine *e, unsigned m, bool *more)
 
 /* ---- the loop ---- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void run_doorbells(struct sr_engine *e)
 {
 	struct sr_arena_hdr *h = e->arena;
@@ -548,7 +540,7 @@ static void *engine_main(void *arg)
 		atomic_store_explicit(&h->rx_taps,
 				      e->trace || (e->fault && sr_fault_holds(e->fault)),
 				      memory_order_relaxed);
-		e->now = now_ns();
+		e->now = sr_eng_clock();
 		run_doorbells(e);
 		run_udtx(e);
 		run_gone(e);
@@ -564,7 +556,7 @@ static void *engine_main(void *arg)
 			if (!more)
 				rx_ready &= ~(1u << m);
 		}
-		e->now = now_ns();
+		e->now = sr_eng_clock();
 		grant_tick(e);
 		next = run_timers(e);
 		dack_at = sr_eng_resp_dacks(e); /* ACKs no request took in time */
@@ -889,7 +881,7 @@ struct sr_engine *sr_engine_attach(int sock)
 		e->socks[i] = -1; /* whatever it sends goes nowhere (EBADF) */
 	e->dack_ns = sr_eng_dack_ns();
 	e->taps = &sr_eng_fault_taps;
-	e->now = now_ns();
+	e->now = sr_eng_clock();
 	return e;
 }
 

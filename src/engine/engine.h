@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <softrdma/layout.h>
 
@@ -276,6 +277,16 @@ struct sr_eng_slot {
 	struct sr_eng_dack last;
 };
 
+/* The engine's clock (CLOCK_MONOTONIC, ns): what e->now is set from at the
+ * start of a turn, by the engine thread and by receive halves alike. */
+static inline uint64_t sr_eng_clock(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 struct sr_engine {
 	struct sr_context *ctx;
 	/* a receive half in an application (shm/wire_rx.c), not the engine
@@ -325,7 +336,7 @@ struct sr_engine {
 	uint64_t dack_ns;		       /* how long at most; 0: never */
 	struct sr_eng_slot *pending, *granted; /* posting threads' sending (req.c) */
 	uint64_t grant_tick;		       /* next look at the granted QPs */
-	uint64_t now;
+	uint64_t now; /* this turn's time (sr_eng_clock); a timer armed later reads the clock */
 	/* transmit batch */
 	unsigned ntx;
 	struct sr_udp_pkt tx[SR_ENG_TX_BATCH];

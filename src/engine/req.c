@@ -117,11 +117,17 @@ static void set_deadline(struct sr_engine *e, struct sr_eng_qp *q)
 	sr_eng_activate(e, q);
 }
 
-/* Progress, or the first packet after idle: both clocks start again. */
+/* Progress, or the first packet after idle: both clocks start again.  From
+ * the clock, not from the turn's e->now: a thread that lost its CPU for
+ * milliseconds since the turn began (two vCPUs shared with busy pollers)
+ * would otherwise arm a probe that is already due, and resend at once
+ * packets whose ACK is a round trip away (the first message of every
+ * ibv_rc_pingpong across two hosts was sent twice so). */
 static void arm_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	uint64_t t = timeout_ns(qp), cap = probe_cap(qp);
 
+	e->now = sr_eng_clock();
 	q->rto_at = t ? e->now + t : 0;
 	q->probe_ns = SR_ENG_PROBE_NS < cap ? SR_ENG_PROBE_NS : cap;
 	set_deadline(e, q);

@@ -304,14 +304,6 @@ static void hand_over(struct rx_half *r)
 	add_new(e->drops, r->shown_drops, h->app_drops, SR_DROP_MAX);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int sr_wire_rx_poll(struct sr_context *ctx)
 {
 	struct sr_arena_hdr *h = ctx->arena;
@@ -329,7 +321,7 @@ int sr_wire_rx_poll(struct sr_context *ctx)
 	if (!r)
 		return 0;
 	mb = &h->rx_members[ctx->wire_rx_member];
-	r->e.now = now_ns();
+	r->e.now = sr_eng_clock();
 	r->e.app_tx = may_send(h, mb);
 	/* its ACKs that waited for a request in vain go now (resp.c) */
 	if (r->e.dacks) {
