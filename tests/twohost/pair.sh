@@ -77,15 +77,17 @@ pair_trace() {
 			grep -qx "$op" || { echo "FAIL: no packet of opcode $op in the capture"; ok=1; }
 	done
 	[ "$kind" = xsrq ] || return $ok
-	# each side's "local:" line: its XRC_RECV QPN and its SRQ number
+	# each side's "local:" line: its XRC_RECV QPN, its SRQ number and its
+	# GID's IPv4 address (the two hosts may number their QPs alike: a
+	# request is told by its destination address and QPN together)
 	local map
-	map=$(sed -n 's/^ *local:.*QPN RECV \([0-9a-f]*\) .*SRQN \([0-9a-f]*\),.*/\1 \2/p' \
+	map=$(sed -n 's/^ *local:.*QPN RECV \([0-9a-f]*\) .*SRQN \([0-9a-f]*\), GID ::ffff:\([0-9.]*\).*/\3_\1 \2/p' \
 		"$log/client" "$log/server")
 	tshark -n -r "$f" "${heur[@]}" -T fields -e infiniband.bth.opcode -e infiniband.bth.destqp \
-		-e udp.payload 2>/dev/null | awk -v map="$map" '
+		-e udp.payload -e ip.dst 2>/dev/null | awk -v map="$map" '
 		BEGIN { n = split(map, m, /[ \n]/); for (i = 1; i < n; i += 2) srqn[m[i]] = m[i + 1] }
 		{
-			op = $1 + 0; qp = tolower($2); sub(/^0x/, "", qp)
+			op = $1 + 0; qp = tolower($2); sub(/^0x/, "", qp); qp = $4 "_" qp
 			if (op < 160 || op > 183) { other++; next }
 			if (op == 177) { acks++; next }
 			if ((op >= 173 && op <= 178)) { resp++; next }
