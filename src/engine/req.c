@@ -1079,10 +1079,11 @@ static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		sw->local_done = false;
 		sw->resp_off = 0;
 		sw->first_psn = q->npsn;
-		sw->npkts = 1;
+		/* a message of up to SR_WIRE_DIRECT_PKTS packets (shm/wire_tx.c) */
+		sw->npkts = npkts_of(qp, sr_sq_wqe(e->arena, qp, q->spos));
 		sw->rd_atomic = false;
 		sw->local_err = IBV_WC_SUCCESS;
-		q->npsn = sr_psn_add(q->npsn, 1);
+		q->npsn = sr_psn_add(q->npsn, sw->npkts);
 		q->spos++;
 		note_high(q);
 	}

@@ -3,16 +3,17 @@
  * another host: the send half of placement (b) (docs/architecture.md,
  * "Where the engine runs").  Without it every work request crosses from
  * the posting thread to the engine's thread, a wake-up each way on a
- * machine whose CPUs are busy polling; with it a single-packet SEND or
- * RDMA WRITE leaves from the thread that posted it, through this process's
- * UDP socket, with the PSN the engine set aside for it.
+ * machine whose CPUs are busy polling; with it a SEND or RDMA WRITE of up
+ * to SR_WIRE_DIRECT_PKTS packets leaves from the thread that posted it,
+ * through this process's UDP socket, with the PSNs the engine set aside
+ * for it (one UDP GSO send).
  *
  * The requester's state stays the engine's (engine/req.c).  Under the
  * QP's wtx_lock the engine publishes the SQ index and PSN of the next WQE
  * and grants (wtx_ok) only when nothing else is under way; a posting
  * thread that gets the lock without waiting sends from there and moves
  * the published position on, and the engine takes those WQEs into its own
- * state (one PSN each) before it next touches the requester, so ACKs,
+ * state (their PSNs) before it next touches the requester, so ACKs,
  * timers, retransmission and completions treat them as its own.  Anything
  * else (a larger message, READ, atomics, a fence, a key that does not
  * resolve, no grant, the lock busy) is left to the engine's doorbell.
@@ -39,7 +40,8 @@
 #include "wire/reqhdr.h"
 #include "wire/udp.h"
 
-/* A message this thread may send: one packet, a SEND or WRITE, no fence. */
+/* A message this thread may send: a SEND or WRITE of at most
+ * SR_WIRE_DIRECT_PKTS packets, no fence. */
 static bool sendable(const struct sr_qp_shm *s, const struct sr_send_wqe *w)
 {
 	switch (w->opcode) {
@@ -51,7 +53,38 @@ static bool sendable(const struct sr_qp_shm *s, const struct sr_send_wqe *w)
 	default:
 		return false;
 	}
-	return !(w->flags & SR_WQE_FENCE) && w->total_len <= sr_mtu_bytes(s->path_mtu);
+	return !(w->flags & SR_WQE_FENCE) &&
+	       w->total_len <= (uint64_t)SR_WIRE_DIRECT_PKTS * sr_mtu_bytes(s->path_mtu);
+}
+
+/* Its packets: as the engine counts them (engine/req.c, npkts_of). */
+static uint32_t npkts(const struct sr_qp_shm *s, const struct sr_send_wqe *w)
+{
+	uint32_t mtu = sr_mtu_bytes(s->path_mtu);
+
+	return w->total_len ? (w->total_len + mtu - 1) / mtu : 1;
+}
+
+/* The len bytes at message offset off of the payload iov[0..n), as iovecs
+ * into out (at most n of them); returns how many. */
+static unsigned slice(const struct iovec *iov, unsigned n, uint64_t off, uint32_t len,
+		      struct iovec *out)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n && len; i++) {
+		size_t take;
+
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		take = iov[i].iov_len - off < len ? iov[i].iov_len - off : len;
+		out[k++] = (struct iovec){(char *)iov[i].iov_base + off, take};
+		len -= (uint32_t)take;
+		off = 0;
+	}
+	return k;
 }
 
 /* The payload as iovecs into the registered memory (or the WQE, inline);
@@ -80,10 +113,16 @@ static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s, const str
 	return true;
 }
 
-/* This thread's batch sender for a request and its ACK (udp.h: one GSO
- * send), made at its first such pair and freed when the thread exits;
- * NULL without memory (the two then go one by one). */
-static struct sr_thread_obj senders = SR_THREAD_OBJ(sizeof(struct sr_udp_sender), NULL);
+/* This thread's batch sender for a message's packets and an ACK (udp.h:
+ * one GSO send; about 55 KiB), made at its first post on a wire QP and
+ * freed when the thread exits; NULL without memory (a single-packet
+ * message and its ACK then go one by one, a longer one is left to the
+ * engine). */
+struct direct_tx {
+	struct sr_udp_sender snd;
+	struct sr_udp_pkt pkt[SR_WIRE_DIRECT_PKTS + 1];
+};
+static struct sr_thread_obj senders = SR_THREAD_OBJ(sizeof(struct direct_tx), NULL);
 
 /* The responder's ACK the engine handed to this QP's next request
  * (engine/resp.c, ack_defer): PSN and MSN, taken under wtx_lock. */
@@ -92,38 +131,49 @@ struct handed_ack {
 	uint32_t psn, msn;
 };
 
-/* Sends WQE w (its payload at iov) as PSN psn, and the ACK *a after it if
- * there is one: both in one system call, as one UDP GSO send when the ACK
- * is not the longer datagram (the kernel's path is then walked once, and
- * a receiver with GRO takes both in one buffer). */
+/* Sends WQE w (its payload at iov) as PSNs from psn, and the ACK *a after
+ * it if there is one: all in one system call, as one UDP GSO send where
+ * the sizes allow (the kernel's path is then walked once, and a receiver
+ * with GRO takes them in one buffer).  tx: this thread's sender, NULL for
+ * a single packet without one. */
 static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct sr_send_wqe *w,
-		     uint32_t psn, const struct iovec *iov, unsigned n, const struct handed_ack *a)
+		     uint32_t psn, const struct iovec *iov, unsigned n, const struct handed_ack *a,
+		     struct direct_tx *tx)
 {
-	struct sr_udp_sender *snd = NULL;
 	struct sr_arena_hdr *h = ctx->arena;
-	uint8_t hdr[SR_MAX_HDR_LEN], ack[SR_ACK_HDR_LEN];
-	struct sr_udp_pkt pkt[2];
-	unsigned hl = SR_BTH_LEN, np = 1;
+	uint32_t mtu = sr_mtu_bytes(s->path_mtu), np = npkts(s, w), off = 0;
+	uint8_t hdr[SR_WIRE_DIRECT_PKTS][SR_MAX_HDR_LEN], ack[SR_ACK_HDR_LEN];
+	struct sr_udp_pkt one[2], *pkt = tx ? tx->pkt : one;
+	unsigned k = 0;
 	uint16_t sport;
 	int sock = sr_exec_wire_sock(&sport);
-	uint8_t op = sr_data_opcode(SR_TR_RC, w->opcode, true, true);
 
-	hl += sr_data_ext_put(hdr + hl, op, w->remote_addr, w->rkey, w->total_len, w->imm_or_inv);
-	/* the last packet of a message asks for an ACK, as the engine's do */
-	sr_bth_put(hdr, op, w->flags & SR_WQE_SOLICITED, 0, SR_DEFAULT_PKEY, s->dest_qpn, true,
-		   psn);
-	sr_udp_build(&pkt[0], s->sgid, s->dgid, sport, hdr, hl, iov, n, w->total_len);
+	for (uint32_t i = 0; i < np; i++, k++) {
+		bool first = i == 0, last = i + 1 == np;
+		uint32_t len = last ? w->total_len - off : mtu;
+		uint8_t op = sr_data_opcode(SR_TR_RC, w->opcode, first, last);
+		struct iovec piece[SR_MAX_SGE];
+		unsigned hl = SR_BTH_LEN, pn = slice(iov, n, off, len, piece);
+
+		hl += sr_data_ext_put(hdr[i] + hl, op, w->remote_addr, w->rkey, w->total_len,
+				      w->imm_or_inv);
+		/* the last packet of a message asks for an ACK, as the
+		 * engine's do (and within its AckReq interval: np is less) */
+		sr_bth_put(hdr[i], op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
+			   s->dest_qpn, last, sr_psn_add(psn, i));
+		sr_udp_build(&pkt[k], s->sgid, s->dgid, sport, hdr[i], hl, piece, pn, len);
+		off += len;
+	}
 	if (a->on) {
 		sr_ack_hdr_put(ack, s->dest_qpn, a->psn, a->msn);
-		sr_udp_build(&pkt[np++], s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
-		snd = sr_thread_obj(&senders);
+		sr_udp_build(&pkt[k++], s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
 	}
 	/* a packet the kernel refuses is lost on the wire: the engine's probe
 	 * and retransmission recover it like any other */
-	if (snd)
-		sr_udp_send(snd, sock, pkt, np);
+	if (tx)
+		sr_udp_send(&tx->snd, sock, pkt, k);
 	else
-		for (unsigned i = 0; i < np; i++)
+		for (unsigned i = 0; i < k; i++)
 			if (sendmsg(sock, &pkt[i].mh, MSG_DONTWAIT) < 0)
 				sr_dbg("RC to another host: %m");
 	atomic_fetch_add_explicit(&h->wire_direct[0], 1, memory_order_relaxed);
@@ -134,15 +184,17 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
 
 /*
  * Claims the next WQE for this thread under the lock, if the engine's
- * grant covers it and it can go from here: *w, its PSN and payload.  The
- * packet is sent after the lock is let go, so that a thread preempted in
- * the kernel's send path does not hold up the engine.  The grant is for
- * one packet, and this thread posts the next WQE only after this one has
- * gone, so the engine's next packet cannot overtake it (a WQE another
- * thread posts meanwhile might: go-back-N recovers that).
+ * grant covers it and it can go from here: *w, its first PSN and payload.
+ * The packets are sent after the lock is let go, so that a thread
+ * preempted in the kernel's send path does not hold up the engine.  The
+ * grant is for one message, and this thread posts the next WQE only after
+ * this one has gone, so the engine's next packet cannot overtake it (a WQE
+ * another thread posts meanwhile might: go-back-N recovers that).  A
+ * message of several packets needs this thread's sender (multi).
  */
 static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wqe **w,
-		  uint32_t *psn, struct iovec *iov, unsigned *n, bool *all, struct handed_ack *a)
+		  uint32_t *psn, struct iovec *iov, unsigned *n, bool *all, struct handed_ack *a,
+		  bool multi)
 {
 	uint32_t head;
 	bool got = false;
@@ -156,12 +208,13 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wq
 		*all = s->wtx_spos == head;
 		if (!*all && s->wtx_room) {
 			*w = sr_sq_wqe(ctx->arena, s, s->wtx_spos);
-			got = sendable(s, *w) && payload(ctx, s, *w, iov, n);
+			got = sendable(s, *w) && (multi || npkts(s, *w) == 1) &&
+			      payload(ctx, s, *w, iov, n);
 		}
 		if (got) {
 			*psn = s->wtx_npsn;
 			s->wtx_spos++;
-			s->wtx_npsn = sr_psn_add(s->wtx_npsn, 1);
+			s->wtx_npsn = sr_psn_add(s->wtx_npsn, npkts(s, *w));
 			s->wtx_room--;
 			*all = s->wtx_spos == head;
 			/* only an ACK of this connection (wtx_gen is wire_gen here) */
@@ -178,6 +231,7 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	struct iovec iov[SR_MAX_SGE];
 	struct sr_send_wqe *w;
 	struct handed_ack a = {0};
+	struct direct_tx *tx;
 	uint32_t psn;
 	unsigned n;
 	bool all = false;
@@ -189,8 +243,9 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	if (s->type != IBV_QPT_RC || atomic_load_explicit(&h->wire_taps, memory_order_relaxed) ||
 	    sr_exec_wire_sock(NULL) < 0)
 		return false;
-	if (claim(ctx, s, &w, &psn, iov, &n, &all, &a))
-		send_wqe(ctx, s, w, psn, iov, n, &a);
+	tx = sr_thread_obj(&senders);
+	if (claim(ctx, s, &w, &psn, iov, &n, &all, &a, tx != NULL))
+		send_wqe(ctx, s, w, psn, iov, n, &a, tx);
 	return all;
 }
 

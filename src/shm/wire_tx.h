@@ -12,6 +12,11 @@
 
 struct sr_context;
 
+/* The longest message a posting thread sends itself, in packets of the
+ * QP's path MTU (64 KiB at 4096): longer ones are the engine's, which
+ * batches a stream better than one system call per message does. */
+#define SR_WIRE_DIRECT_PKTS 16
+
 /* After post_send published WQEs on wire QP s (sq_lock released): sends
  * what the engine allows from this thread.  True if every posted WQE has
  * gone, false if the engine must be rung for the rest. */

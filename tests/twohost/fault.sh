@@ -36,8 +36,9 @@
 #                              start: ibv_rc_pingpong -n 500 completes, and
 #                              the counters show the injection and recovery;
 #                              with dir=rx in SPEC also that the posting
-#                              threads sent packets themselves (LOSS_PP_ARGS:
-#                              more ibv_rc_pingpong options)
+#                              threads sent messages themselves (LOSS_PP_ARGS:
+#                              more ibv_rc_pingpong options: -s 4096 makes
+#                              them four packets each)
 # Needs root for the namespaces (skipped, 77, otherwise) and tshark for trace.
 set -u
 here=$(cd "$(dirname "$0")" && pwd -P)
@@ -262,7 +263,7 @@ mode_loss() {
 	if [ $dir = rx ]; then
 		# no transmit taps: posting threads send themselves (shm/wire_tx.c)
 		d=$(on_b "$NN_SR" status | sed -n 's/.* posted_direct \([0-9]*\).*/\1/p')
-		check "b's posting thread sent single-packet SENDs itself (${d:-none})" test "${d:-0}" -gt 100
+		check "b's posting thread sent SENDs itself (${d:-none})" test "${d:-0}" -gt 100
 	fi
 	check "status showed a wire QP's retransmissions during the run" test -s "$tmp/st.r"
 	check "a: status shows the spec from the environment" \
