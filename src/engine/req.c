@@ -28,6 +28,7 @@
 #include "shm/exec.h"
 #include "shm/mrmap.h"
 #include "shm/qp_err.h"
+#include "shm/wire_tx.h"
 #include "verbs/internal.h"
 #include "wire/reqhdr.h"
 
@@ -1074,13 +1075,16 @@ static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		return;
 	while (q->spos != qp->wtx_spos) {
 		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
+		uint32_t k;
 
 		sw->idx = q->spos;
 		sw->local_done = false;
 		sw->resp_off = 0;
 		sw->first_psn = q->npsn;
-		/* a message of up to SR_WIRE_DIRECT_PKTS packets (shm/wire_tx.c) */
-		sw->npkts = npkts_of(qp, sr_sq_wqe(e->arena, qp, q->spos));
+		/* a message of up to SR_WIRE_DIRECT_PKTS packets (shm/wire_tx.c);
+		 * a WQE its process rewrote since is held to what it could send */
+		k = npkts_of(qp, sr_sq_wqe(e->arena, qp, q->spos));
+		sw->npkts = k >= 1 && k <= SR_WIRE_DIRECT_PKTS ? k : 1;
 		sw->rd_atomic = false;
 		sw->local_err = IBV_WC_SUCCESS;
 		q->npsn = sr_psn_add(q->npsn, sw->npkts);

@@ -42,7 +42,7 @@
 
 /* A message this thread may send: a SEND or WRITE of at most
  * SR_WIRE_DIRECT_PKTS packets, no fence. */
-static bool sendable(const struct sr_qp_shm *s, const struct sr_send_wqe *w)
+static bool sendable(const struct sr_send_wqe *w, uint32_t len, uint32_t mtu)
 {
 	switch (w->opcode) {
 	case IBV_WR_SEND:
@@ -53,17 +53,23 @@ static bool sendable(const struct sr_qp_shm *s, const struct sr_send_wqe *w)
 	default:
 		return false;
 	}
-	return !(w->flags & SR_WQE_FENCE) &&
-	       w->total_len <= (uint64_t)SR_WIRE_DIRECT_PKTS * sr_mtu_bytes(s->path_mtu);
+	return !(w->flags & SR_WQE_FENCE) && len <= (uint64_t)SR_WIRE_DIRECT_PKTS * mtu;
 }
 
-/* Its packets: as the engine counts them (engine/req.c, npkts_of). */
-static uint32_t npkts(const struct sr_qp_shm *s, const struct sr_send_wqe *w)
+/* A message of len bytes in packets of mtu: as the engine counts them
+ * (engine/req.c, npkts_of). */
+static uint32_t npkts(uint32_t len, uint32_t mtu)
 {
-	uint32_t mtu = sr_mtu_bytes(s->path_mtu);
-
-	return w->total_len ? (w->total_len + mtu - 1) / mtu : 1;
+	return len ? (len + mtu - 1) / mtu : 1;
 }
+
+/* A WQE this thread claimed: its length, path MTU and packets read once
+ * under the lock (the SQ and the QP's record are the process's memory,
+ * which another of its threads could change meanwhile), its first PSN. */
+struct claimed {
+	struct sr_send_wqe *w;
+	uint32_t len, mtu, np, psn;
+};
 
 /* The len bytes at message offset off of the payload iov[0..n), as iovecs
  * into out (at most n of them); returns how many. */
@@ -136,12 +142,13 @@ struct handed_ack {
  * the sizes allow (the kernel's path is then walked once, and a receiver
  * with GRO takes them in one buffer).  tx: this thread's sender, NULL for
  * a single packet without one. */
-static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct sr_send_wqe *w,
-		     uint32_t psn, const struct iovec *iov, unsigned n, const struct handed_ack *a,
+static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct claimed *c,
+		     const struct iovec *iov, unsigned n, const struct handed_ack *a,
 		     struct direct_tx *tx)
 {
 	struct sr_arena_hdr *h = ctx->arena;
-	uint32_t mtu = sr_mtu_bytes(s->path_mtu), np = npkts(s, w), off = 0;
+	const struct sr_send_wqe *w = c->w;
+	uint32_t mtu = c->mtu, np = c->np, off = 0;
 	uint8_t hdr[SR_WIRE_DIRECT_PKTS][SR_MAX_HDR_LEN], ack[SR_ACK_HDR_LEN];
 	struct sr_udp_pkt one[2], *pkt = tx ? tx->pkt : one;
 	unsigned k = 0;
@@ -150,17 +157,17 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
 
 	for (uint32_t i = 0; i < np; i++, k++) {
 		bool first = i == 0, last = i + 1 == np;
-		uint32_t len = last ? w->total_len - off : mtu;
+		uint32_t len = last ? c->len - off : mtu;
 		uint8_t op = sr_data_opcode(SR_TR_RC, w->opcode, first, last);
 		struct iovec piece[SR_MAX_SGE];
 		unsigned hl = SR_BTH_LEN, pn = slice(iov, n, off, len, piece);
 
-		hl += sr_data_ext_put(hdr[i] + hl, op, w->remote_addr, w->rkey, w->total_len,
+		hl += sr_data_ext_put(hdr[i] + hl, op, w->remote_addr, w->rkey, c->len,
 				      w->imm_or_inv);
 		/* the last packet of a message asks for an ACK, as the
 		 * engine's do (and within its AckReq interval: np is less) */
 		sr_bth_put(hdr[i], op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
-			   s->dest_qpn, last, sr_psn_add(psn, i));
+			   s->dest_qpn, last, sr_psn_add(c->psn, i));
 		sr_udp_build(&pkt[k], s->sgid, s->dgid, sport, hdr[i], hl, piece, pn, len);
 		off += len;
 	}
@@ -177,7 +184,7 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
 			if (sendmsg(sock, &pkt[i].mh, MSG_DONTWAIT) < 0)
 				sr_dbg("RC to another host: %m");
 	atomic_fetch_add_explicit(&h->wire_direct[0], 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&h->wire_direct[1], w->total_len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->wire_direct[1], c->len, memory_order_relaxed);
 	if (a->on)
 		atomic_fetch_add_explicit(&h->wire_acks, 1, memory_order_relaxed);
 }
@@ -192,9 +199,8 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct s
  * another thread posts meanwhile might: go-back-N recovers that).  A
  * message of several packets needs this thread's sender (multi).
  */
-static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wqe **w,
-		  uint32_t *psn, struct iovec *iov, unsigned *n, bool *all, struct handed_ack *a,
-		  bool multi)
+static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c, struct iovec *iov,
+		  unsigned *n, bool *all, struct handed_ack *a, bool multi)
 {
 	uint32_t head;
 	bool got = false;
@@ -207,14 +213,17 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct sr_send_wq
 	    atomic_load_explicit(&s->state, memory_order_acquire) == IBV_QPS_RTS) {
 		*all = s->wtx_spos == head;
 		if (!*all && s->wtx_room) {
-			*w = sr_sq_wqe(ctx->arena, s, s->wtx_spos);
-			got = sendable(s, *w) && (multi || npkts(s, *w) == 1) &&
-			      payload(ctx, s, *w, iov, n);
+			c->w = sr_sq_wqe(ctx->arena, s, s->wtx_spos);
+			c->len = __atomic_load_n(&c->w->total_len, __ATOMIC_RELAXED);
+			c->mtu = sr_mtu_bytes(__atomic_load_n(&s->path_mtu, __ATOMIC_RELAXED));
+			c->np = npkts(c->len, c->mtu);
+			got = sendable(c->w, c->len, c->mtu) && (multi || c->np == 1) &&
+			      payload(ctx, s, c->w, iov, n);
 		}
 		if (got) {
-			*psn = s->wtx_npsn;
+			c->psn = s->wtx_npsn;
 			s->wtx_spos++;
-			s->wtx_npsn = sr_psn_add(s->wtx_npsn, npkts(s, *w));
+			s->wtx_npsn = sr_psn_add(s->wtx_npsn, c->np);
 			s->wtx_room--;
 			*all = s->wtx_spos == head;
 			/* only an ACK of this connection (wtx_gen is wire_gen here) */
@@ -229,10 +238,9 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 {
 	struct sr_arena_hdr *h = ctx->arena;
 	struct iovec iov[SR_MAX_SGE];
-	struct sr_send_wqe *w;
+	struct claimed c;
 	struct handed_ack a = {0};
 	struct direct_tx *tx;
-	uint32_t psn;
 	unsigned n;
 	bool all = false;
 
@@ -244,8 +252,8 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	    sr_exec_wire_sock(NULL) < 0)
 		return false;
 	tx = sr_thread_obj(&senders);
-	if (claim(ctx, s, &w, &psn, iov, &n, &all, &a, tx != NULL))
-		send_wqe(ctx, s, w, psn, iov, n, &a, tx);
+	if (claim(ctx, s, &c, iov, &n, &all, &a, tx != NULL))
+		send_wqe(ctx, s, &c, iov, n, &a, tx);
 	return all;
 }
 
