@@ -1045,16 +1045,15 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 /* ---- the requester shared with posting threads (shm/wire_tx.c) ---- */
 
 /*
- * A posting thread may send a single-packet SEND or WRITE of an RC QP
- * itself when the engine has said where the requester stands (the SQ
- * index and PSN of the next WQE) and that nothing else is under way: no
- * rewind, RNR wait or recovery, no WQE half sent, nothing unacknowledged
- * (one packet at a time: a stream of messages is better batched by the
- * engine).  The
- * engine holds the QP's wtx_lock whenever it touches the requester, and
- * first takes in what posting threads sent meanwhile as if it had sent it
- * (one PSN per WQE), so ACKs, timers and retransmission work on them as
- * on its own.  Its own packets of a turn are in its transmit batch until
+ * A posting thread may send a SEND or WRITE of an RC QP of up to
+ * SR_WIRE_DIRECT_PKTS packets itself when the engine has said where the
+ * requester stands (the SQ index and PSN of the next WQE) and that nothing
+ * else is under way: no rewind, RNR wait or recovery, no WQE half sent,
+ * nothing unacknowledged (one message at a time: a stream of messages is
+ * better batched by the engine).  The engine holds the QP's wtx_lock
+ * whenever it touches the requester, and first takes in what posting
+ * threads sent meanwhile as if it had sent it (each WQE's PSNs), so ACKs,
+ * timers and retransmission work on them as on its own.  Its own packets of a turn are in its transmit batch until
  * the turn ends, so the grant is given only then (sr_eng_req_grant), and
  * no posting thread's packet overtakes them.
  */
@@ -1178,7 +1177,7 @@ bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	if (q->deadline)
 		sr_eng_activate(e, q);
 	out = (uint32_t)sr_psn_diff(q->npsn, q->una);
-	/* only an idle requester: a posting thread sends one packet per
+	/* only an idle requester: a posting thread sends one message per
 	 * syscall, the engine many (GSO, sendmmsg), so a stream of messages
 	 * is the engine's, and a ping-pong's messages leave from their thread */
 	/* a ping-pong's QP, active: the engine keeps looking at it every

@@ -191,7 +191,7 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct c
 
 /*
  * Claims the next WQE for this thread under the lock, if the engine's
- * grant covers it and it can go from here: *w, its first PSN and payload.
+ * grant covers it and it can go from here: *c and its payload.
  * The packets are sent after the lock is let go, so that a thread
  * preempted in the kernel's send path does not hold up the engine.  The
  * grant is for one message, and this thread posts the next WQE only after
