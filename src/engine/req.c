@@ -1053,9 +1053,10 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
  * better batched by the engine).  The engine holds the QP's wtx_lock
  * whenever it touches the requester, and first takes in what posting
  * threads sent meanwhile as if it had sent it (each WQE's PSNs), so ACKs,
- * timers and retransmission work on them as on its own.  Its own packets of a turn are in its transmit batch until
- * the turn ends, so the grant is given only then (sr_eng_req_grant), and
- * no posting thread's packet overtakes them.
+ * timers and retransmission work on them as on its own.  Its own packets
+ * of a turn are in its transmit batch until the turn ends, so the grant
+ * is given only then (sr_eng_req_grant), and no posting thread's packet
+ * overtakes them.
  */
 static bool direct_on(void)
 {
