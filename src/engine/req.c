@@ -122,8 +122,8 @@ static void set_deadline(struct sr_engine *e, struct sr_eng_qp *q)
  * the clock, not from the turn's e->now: a thread that lost its CPU for
  * milliseconds since the turn began (two vCPUs shared with busy pollers)
  * would otherwise arm a probe that is already due, and resend at once
- * packets whose ACK is a round trip away (the first message of every
- * ibv_rc_pingpong across two hosts was sent twice so). */
+ * packets whose ACK is a round trip away (a trace of ibv_rc_pingpong
+ * across two hosts caught arm_timer 3.9 ms behind the clock). */
 static void arm_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	uint64_t t = timeout_ns(qp), cap = probe_cap(qp);
