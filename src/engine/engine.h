@@ -173,6 +173,9 @@ struct sr_eng_qp {
 	uint64_t eng_due;
 	bool eng_granted;
 	bool run_wanted;
+	/* this turn's first request took the ACK handed to the QP's next
+	 * request (req.c, send_one) */
+	bool dack_looked;
 	/* the engine's requests of this QP are out once the arena's
 	 * eng_tx_flushed reaches this (req.c, app_sends) */
 	uint64_t eng_tx_seq;
@@ -465,6 +468,9 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
  * returns whether the engine keeps looking (false for a QP idle for
  * SR_ENG_GRANT_IDLE_NS). */
 bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool tick);
+/* Takes in the WQEs posting threads sent since the engine last held
+ * q's wtx_lock (held), as if it had sent them, their timers armed. */
+void sr_eng_req_absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
 /* engine.c: q's grant is decided at the end of this turn, once the
  * engine's own packets are sent. */
 void sr_eng_grant_later(struct sr_engine *e, struct sr_eng_qp *q);

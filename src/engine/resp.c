@@ -97,7 +97,7 @@ static void ack_later(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
  * it, in the same system call, and the peer's engine takes both in one
  * wake-up.  If no request comes, the engine sends the ACK after at most
  * dack_ns (SOFTRDMA_ACK_DEFER_US in the daemon's environment, 50 by
- * default, 0: never), or sooner when it runs the QP's requester itself.
+ * default, 0: never), or sooner when it sends a request of the QP itself.
  * The requester cannot tell an ACK that waited from one the wire delayed;
  * its own timers are milliseconds.  NAKs, RNR NAKs, READ responses and
  * atomic ACKs never wait.  A copy of the ACK's addressing is kept, so an
@@ -249,8 +249,14 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	 * already there and slept for good. */
 	if (cq_evented(e, qp->send_cq_off) || cq_evented(e, qp->recv_cq_off))
 		return false;
-	/* a posting thread sent a request since the engine last looked: the
-	 * answer left already, without this ACK; it goes now (the caller) */
+	/* What posting threads sent until now is taken in first: the request
+	 * this message answers left before it came, and the ACK waits for
+	 * the next one.  Without that, a message that came ahead of the ACK
+	 * of our last request (two or more packets, then the ACK, as a
+	 * posting thread sends them) had its own ACK sent at once.  What
+	 * cannot be taken in (the engine in the middle of a WQE, no grant)
+	 * sends it now (the caller). */
+	sr_eng_req_absorb(e, qp, q);
 	ok = q->req_init && qp->wtx_spos == q->spos;
 	if (ok) {
 		qp->wtx_ack = 1;
