@@ -27,12 +27,17 @@
  *    complete with IBV_WC_SUCCESS, its resend answered by the engine of a
  *    host whose QP is gone (engine/resp.c, sr_eng_resp_gone).
  *
+ *  - with -s SIZE, each WRITE carries SIZE bytes (8 to 32768; the value
+ *    in its first and last 8), a message of several packets, and the
+ *    target waits for its last 8 bytes, as ib_write_lat does for its last
+ *    byte; the first must be there by then too.
+ *
  *  - with -C, the CQ has a completion channel (the program still spins):
  *    its owner may sleep for events, so its responder never holds an ACK
  *    for its next request (xfer.sh checks acks_with_requests is 0).
  *
  *   server: sr_ackpp -g GID_INDEX -p PORT [-C]
- *   client: sr_ackpp -g GID_INDEX -p PORT [-n ROUNDS] [-R] [-H FILE] [-C] SERVER_ADDR
+ *   client: sr_ackpp -g GID_INDEX -p PORT [-n ROUNDS] [-s SIZE] [-R] [-H FILE] [-C] SERVER_ADDR
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -46,6 +51,7 @@
 
 struct peer {
 	uint32_t qpn, psn, rkey, rounds; /* the server takes the client's rounds */
+	uint32_t size;			 /* ... and size */
 	uint32_t qpn2, psn2, reconnect;	 /* -R: the client's second QP */
 	uint64_t addr;
 	uint8_t gid[16];
@@ -60,6 +66,7 @@ struct ctx {
 	struct ibv_mr *mr;
 	volatile uint64_t *in; /* the peer WRITEs here */
 	uint64_t *out;	       /* we WRITE from here */
+	uint32_t size;	       /* bytes a WRITE (-s) */
 	struct peer peer;
 };
 
@@ -72,6 +79,8 @@ static uint64_t now_us(void)
 }
 
 static bool with_channel; /* -C */
+
+#define SIZE_MAX_BYTES 32768 /* -s at most */
 
 static void open_ctx(struct ctx *c)
 {
@@ -92,13 +101,14 @@ static void open_ctx(struct ctx *c)
 			DIE("ibv_create_comp_channel");
 	}
 	c->cq = ibv_create_cq(c->dev, 16, NULL, c->ch, 0);
-	buf = aligned_alloc(4096, 4096);
+	buf = aligned_alloc(4096, 2 * SIZE_MAX_BYTES);
 	if (!c->pd || !c->cq || !buf)
 		DIE("resources");
-	memset(buf, 0, 4096);
+	memset(buf, 0, 2 * SIZE_MAX_BYTES);
 	c->in = buf;
-	c->out = buf + 8;
-	c->mr = ibv_reg_mr(c->pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	c->out = buf + SIZE_MAX_BYTES / 8;
+	c->mr = ibv_reg_mr(c->pd, buf, 2 * SIZE_MAX_BYTES,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!c->mr)
 		DIE("ibv_reg_mr: %s", strerror(errno));
 	ia.send_cq = ia.recv_cq = c->cq;
@@ -117,7 +127,7 @@ static void open_ctx(struct ctx *c)
  * how long that took, in microseconds. */
 static uint64_t write_value(struct ctx *c, uint64_t v)
 {
-	struct ibv_sge sg = {(uintptr_t)c->out, 8, c->mr->lkey};
+	struct ibv_sge sg = {(uintptr_t)c->out, c->size, c->mr->lkey};
 	struct ibv_send_wr wr = {.wr_id = v,
 				 .sg_list = &sg,
 				 .num_sge = 1,
@@ -128,7 +138,8 @@ static uint64_t write_value(struct ctx *c, uint64_t v)
 	uint64_t t0 = now_us();
 	int n;
 
-	*c->out = v;
+	c->out[0] = v;
+	c->out[c->size / 8 - 1] = v;
 	wr.wr.rdma.remote_addr = c->peer.addr;
 	wr.wr.rdma.rkey = c->peer.rkey;
 	if (ibv_post_send(c->qp, &wr, &bad))
@@ -145,12 +156,16 @@ static uint64_t write_value(struct ctx *c, uint64_t v)
 
 static void wait_value(struct ctx *c, uint64_t v)
 {
+	volatile uint64_t *last = c->in + c->size / 8 - 1;
 	uint64_t t0 = now_us();
 
-	while (*c->in != v)
+	while (*last != v)
 		if (now_us() - t0 > 10000000)
 			DIE("value %" PRIu64 " did not arrive in 10 s (have %" PRIu64 ")", v,
-			    *c->in);
+			    *last);
+	if (c->in[0] != v)
+		DIE("value %" PRIu64 ": its last 8 bytes came, its first 8 are %" PRIu64, v,
+		    c->in[0]);
 }
 
 /*
@@ -164,7 +179,7 @@ static void reconnect_phase(struct ctx *c, int s, bool server, int gidx, const s
 			    unsigned rounds)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RESET};
-	struct ibv_sge sg = {(uintptr_t)c->out, 8, c->mr->lkey};
+	struct ibv_sge sg = {(uintptr_t)c->out, c->size, c->mr->lkey};
 	struct ibv_send_wr wr = {.sg_list = &sg,
 				 .num_sge = 1,
 				 .opcode = IBV_WR_RDMA_WRITE,
@@ -188,7 +203,8 @@ static void reconnect_phase(struct ctx *c, int s, bool server, int gidx, const s
 		       rounds + 1);
 		return;
 	}
-	*c->out = rounds + 1;
+	c->out[0] = rounds + 1;
+	c->out[c->size / 8 - 1] = rounds + 1;
 	wr.wr_id = rounds + 1;
 	wr.wr.rdma.remote_addr = c->peer.addr;
 	wr.wr.rdma.rkey = c->peer.rkey;
@@ -232,7 +248,8 @@ int main(int argc, char **argv)
 	char done = 'd', peer_done;
 	const char *hold = NULL;
 
-	while ((opt = getopt(argc, argv, "g:p:n:RH:C")) != -1) {
+	c.size = 8;
+	while ((opt = getopt(argc, argv, "g:p:n:s:RH:C")) != -1) {
 		switch (opt) {
 		case 'g':
 			gidx = atoi(optarg);
@@ -242,6 +259,11 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			rounds = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			c.size = (uint32_t)strtoul(optarg, NULL, 0);
+			if (c.size < 8 || c.size > SIZE_MAX_BYTES || c.size % 8)
+				DIE("-s: 8 to %d bytes, a multiple of 8", SIZE_MAX_BYTES);
 			break;
 		case 'R':
 			reconnect = true;
@@ -253,8 +275,9 @@ int main(int argc, char **argv)
 			with_channel = true;
 			break;
 		default:
-			fprintf(stderr, "usage: sr_ackpp [-g gid] [-p port] [-n rounds] [-R] [-H "
-					"file] [-C] [server]\n");
+			fprintf(stderr,
+				"usage: sr_ackpp [-g gid] [-p port] [-n rounds] [-s size] [-R] "
+				"[-H file] [-C] [server]\n");
 			return 2;
 		}
 	}
@@ -267,6 +290,7 @@ int main(int argc, char **argv)
 	me.psn = (uint32_t)rand() & 0xffffff;
 	me.rkey = c.mr->rkey;
 	me.rounds = rounds;
+	me.size = c.size;
 	me.qpn2 = c.qp2->qp_num;
 	me.psn2 = (uint32_t)rand() & 0xffffff;
 	me.reconnect = reconnect;
@@ -277,6 +301,7 @@ int main(int argc, char **argv)
 	if (server) {
 		rounds = c.peer.rounds;
 		reconnect = c.peer.reconnect;
+		c.size = c.peer.size;
 	}
 	side_rc_connect(c.dev, c.qp, gidx, c.peer.gid, c.peer.qpn, c.peer.psn, me.psn,
 			IBV_ACCESS_REMOTE_WRITE, 0);

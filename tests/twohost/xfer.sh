@@ -9,7 +9,8 @@
 # start), SOFTRDMA_TEST_QPN_TAG (fixed QPN tag bits, for -D), XFER_EXPECT
 # (counter names of `softrdma status`'s RoCE line, space-separated, that
 # must be nonzero on host b afterwards, e.g. retransmits: the recovery
-# really happened), XFER_EXPECT_ZERO (names that must be 0 there), XFER_CAPTURE=1 (capture host b's veth with tshark,
+# really happened), XFER_EXPECT_ZERO (names that must be 0 there),
+# XFER_EXPECT_MIN ("name=N ...": at least N there), XFER_CAPTURE=1 (capture host b's veth with tshark,
 # its UDP segmentation done in software so each GSO segment is seen as it
 # leaves, and check every packet's ICRC with tests/wire/check_wire.py's
 # scapy and zlib oracles; at least one must be a GSO segment),
@@ -110,6 +111,12 @@ for c in ${XFER_EXPECT:-}; do
 	[ "${v:-0}" -gt 0 ] 2>/dev/null ||
 		{ echo "FAIL: host b's $c is ${v:-absent}: not seen"; ok=0; }
 	echo "host b: $c $v"
+done
+for c in ${XFER_EXPECT_MIN:-}; do
+	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "${c%%=*}" | tail -1)
+	[ "${v:-0}" -ge "${c#*=}" ] 2>/dev/null ||
+		{ echo "FAIL: host b's ${c%%=*} is ${v:-absent}, fewer than ${c#*=}"; ok=0; }
+	echo "host b: ${c%%=*} $v (at least ${c#*=})"
 done
 if [ -n "${XFER_STEERED:-}" ]; then
 	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x rx_by_member | tail -1)
