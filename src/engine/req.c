@@ -264,9 +264,8 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		/* one READ request for the rest of the chunk at soff (read_chunk) */
 		uint64_t end = read_chunk_end(qp, w, q->soff);
 
-		op = tr | SR_IB_READ_REQUEST;
-		sr_reth_put(h + hl, w->remote_addr + q->soff, w->rkey, (uint32_t)(end - q->soff));
-		hl += SR_RETH_LEN;
+		hl += sr_rd_atomic_put(h + hl, tr, w->opcode, w->remote_addr + q->soff, w->rkey,
+				       (uint32_t)(end - q->soff), 0, 0, &op);
 		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true,
 			   sr_psn_add(sw->first_psn, (uint32_t)(q->soff / mtu)));
 		last = end >= w->total_len;
@@ -275,13 +274,8 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		q->soff = end;
 	} else if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 		   w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-		bool cas = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
-
-		op = tr | (cas ? SR_IB_CMP_SWAP : SR_IB_FETCH_ADD);
-		/* CmpSwap: swap data, then compare data (9.5.x) */
-		sr_atometh_put(h + hl, w->remote_addr, w->rkey, cas ? w->swap : w->compare_add,
-			       cas ? w->compare_add : 0);
-		hl += SR_ATOMETH_LEN;
+		hl += sr_rd_atomic_put(h + hl, tr, w->opcode, w->remote_addr, w->rkey, 0, w->swap,
+				       w->compare_add, &op);
 		last = true;
 		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true, q->npsn);
 		q->npsn = sr_psn_add(q->npsn, 1);
@@ -1088,6 +1082,7 @@ static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		return;
 	while (q->spos != qp->wtx_spos) {
 		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
+		const struct sr_send_wqe *w;
 		uint32_t k;
 
 		sw->idx = q->spos;
@@ -1096,9 +1091,14 @@ static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		sw->first_psn = q->npsn;
 		/* a message of up to SR_WIRE_DIRECT_PKTS packets (shm/wire_tx.c);
 		 * a WQE its process rewrote since is held to what it could send */
-		k = npkts_of(qp, sr_sq_wqe(e->arena, qp, q->spos));
+		w = sr_sq_wqe(e->arena, qp, q->spos);
+		k = npkts_of(qp, w);
 		sw->npkts = k >= 1 && k <= SR_WIRE_DIRECT_PKTS ? k : 1;
-		sw->rd_atomic = false;
+		/* a READ (its responses' PSNs) or an atomic: outstanding, as
+		 * the engine counts its own (the grant wanted none out) */
+		sw->rd_atomic = is_rd_atomic(w->opcode);
+		if (sw->rd_atomic)
+			q->rd_out++;
 		sw->local_err = IBV_WC_SUCCESS;
 		q->npsn = sr_psn_add(q->npsn, sw->npkts);
 		q->spos++;

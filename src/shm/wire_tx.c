@@ -6,7 +6,9 @@
  * machine whose CPUs are busy polling; with it a SEND or RDMA WRITE of up
  * to SR_WIRE_DIRECT_PKTS packets leaves from the thread that posted it,
  * through this process's UDP socket, with the PSNs the engine set aside
- * for it (one UDP GSO send).
+ * for it (one UDP GSO send), and so does the one request of an RDMA READ
+ * of up to as many response packets or of an atomic (their responses are
+ * the completer's, whoever sent the request).
  *
  * The requester's state stays the engine's (engine/req.c).  Under the
  * QP's wtx_lock the engine publishes the SQ index and PSN of the next WQE
@@ -15,14 +17,15 @@
  * the published position on, and the engine takes those WQEs into its own
  * state (their PSNs) before it next touches the requester, so ACKs,
  * timers, retransmission and completions treat them as its own.  Anything
- * else (a larger message, READ, atomics, a fence, a key that does not
- * resolve, no grant, the lock busy) is left to the engine's doorbell.
+ * else (a larger message or READ, a fence, a key that does not resolve,
+ * no grant, the lock busy) is left to the engine's doorbell.
  *
  * The responder's ACK of the peer's last message may wait in the same
  * record for this QP's next request (engine/resp.c, "ACKs that go with the
  * QP's next request"): the thread that claims a WQE takes it too and sends
  * both in one system call, so the peer's engine wakes once for the two.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,6 +36,7 @@
 #include "core/log.h"
 #include "core/shmlock.h"
 #include "core/thread_obj.h"
+#include "engine/engine.h"
 #include "shm/exec.h"
 #include "shm/mrmap.h"
 #include "shm/qp_err.h"
@@ -40,26 +44,41 @@
 #include "wire/reqhdr.h"
 #include "wire/udp.h"
 
-/* A message this thread may send: a SEND or WRITE of at most
- * SR_WIRE_DIRECT_PKTS packets, no fence. */
-static bool sendable(const struct sr_send_wqe *w, uint32_t len, uint32_t mtu)
+/* Whether opcode op asks the responder for data back: one request packet,
+ * the PSNs of its response packets (engine/req.c, npkts_of). */
+static bool rd_atomic(uint8_t op)
 {
-	switch (w->opcode) {
+	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* A message this thread may send: a SEND or WRITE of at most
+ * SR_WIRE_DIRECT_PKTS packets, a READ of at most as many response packets
+ * (one request: within the engine's READ chunk), an atomic; no fence. */
+static bool sendable(const struct sr_send_wqe *w, uint8_t op, uint32_t len, uint32_t mtu)
+{
+	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 		break;
 	default:
 		return false;
 	}
+	static_assert(SR_WIRE_DIRECT_PKTS <= SR_ENG_READ_CHUNK, "a direct READ is one request");
 	return !(w->flags & SR_WQE_FENCE) && len <= (uint64_t)SR_WIRE_DIRECT_PKTS * mtu;
 }
 
-/* A message of len bytes in packets of mtu: as the engine counts them
- * (engine/req.c, npkts_of). */
-static uint32_t npkts(uint32_t len, uint32_t mtu)
+/* The PSNs a message of opcode op and len bytes takes in packets of mtu:
+ * as the engine counts them (engine/req.c, npkts_of). */
+static uint32_t npkts(uint8_t op, uint32_t len, uint32_t mtu)
 {
+	if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		return 1;
 	return len ? (len + mtu - 1) / mtu : 1;
 }
 
@@ -68,7 +87,10 @@ static uint32_t npkts(uint32_t len, uint32_t mtu)
  * which another of its threads could change meanwhile), its first PSN. */
 struct claimed {
 	struct sr_send_wqe *w;
+	uint8_t op;
 	uint32_t len, mtu, np, psn;
+	uint64_t va, swap, compare_add; /* a READ's or atomic's */
+	uint32_t rkey;
 };
 
 /* The len bytes at message offset off of the payload iov[0..n), as iovecs
@@ -155,15 +177,25 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct c
 	uint16_t sport;
 	int sock = sr_exec_wire_sock(&sport);
 
+	if (rd_atomic(c->op)) {
+		/* one request; its PSN span is its responses' (np) */
+		uint8_t op;
+		unsigned hl = SR_BTH_LEN;
+
+		hl += sr_rd_atomic_put(hdr[0] + hl, SR_TR_RC, c->op, c->va, c->rkey, c->len,
+				       c->swap, c->compare_add, &op);
+		sr_bth_put(hdr[0], op, false, 0, SR_DEFAULT_PKEY, s->dest_qpn, true, c->psn);
+		sr_udp_build(&pkt[k++], s->sgid, s->dgid, sport, hdr[0], hl, NULL, 0, 0);
+		np = 0;
+	}
 	for (uint32_t i = 0; i < np; i++, k++) {
 		bool first = i == 0, last = i + 1 == np;
 		uint32_t len = last ? c->len - off : mtu;
-		uint8_t op = sr_data_opcode(SR_TR_RC, w->opcode, first, last);
+		uint8_t op = sr_data_opcode(SR_TR_RC, c->op, first, last);
 		struct iovec piece[SR_MAX_SGE];
 		unsigned hl = SR_BTH_LEN, pn = slice(iov, n, off, len, piece);
 
-		hl += sr_data_ext_put(hdr[i] + hl, op, w->remote_addr, w->rkey, c->len,
-				      w->imm_or_inv);
+		hl += sr_data_ext_put(hdr[i] + hl, op, c->va, c->rkey, c->len, w->imm_or_inv);
 		/* the last packet of a message asks for an ACK, as the
 		 * engine's do (and within its AckReq interval: np is less) */
 		sr_bth_put(hdr[i], op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
@@ -184,7 +216,8 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct c
 			if (sendmsg(sock, &pkt[i].mh, MSG_DONTWAIT) < 0)
 				sr_dbg("RC to another host: %m");
 	atomic_fetch_add_explicit(&h->wire_direct[0], 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&h->wire_direct[1], c->len, memory_order_relaxed);
+	if (!rd_atomic(c->op)) /* bytes sent */
+		atomic_fetch_add_explicit(&h->wire_direct[1], c->len, memory_order_relaxed);
 	if (a->on)
 		atomic_fetch_add_explicit(&h->wire_acks, 1, memory_order_relaxed);
 }
@@ -214,11 +247,19 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c
 		*all = s->wtx_spos == head;
 		if (!*all && s->wtx_room) {
 			c->w = sr_sq_wqe(ctx->arena, s, s->wtx_spos);
+			c->op = __atomic_load_n(&c->w->opcode, __ATOMIC_RELAXED);
 			c->len = __atomic_load_n(&c->w->total_len, __ATOMIC_RELAXED);
 			c->mtu = sr_mtu_bytes(__atomic_load_n(&s->path_mtu, __ATOMIC_RELAXED));
-			c->np = npkts(c->len, c->mtu);
-			got = sendable(c->w, c->len, c->mtu) && (multi || c->np == 1) &&
-			      payload(ctx, s, c->w, iov, n);
+			c->np = npkts(c->op, c->len, c->mtu);
+			c->va = __atomic_load_n(&c->w->remote_addr, __ATOMIC_RELAXED);
+			c->rkey = __atomic_load_n(&c->w->rkey, __ATOMIC_RELAXED);
+			c->swap = __atomic_load_n(&c->w->swap, __ATOMIC_RELAXED);
+			c->compare_add = __atomic_load_n(&c->w->compare_add, __ATOMIC_RELAXED);
+			/* a READ or atomic is one packet and carries no payload:
+			 * where its answer lands is the completer's (engine/req.c) */
+			got = sendable(c->w, c->op, c->len, c->mtu) &&
+			      (rd_atomic(c->op) ||
+			       ((multi || c->np == 1) && payload(ctx, s, c->w, iov, n)));
 		}
 		if (got) {
 			c->psn = s->wtx_npsn;

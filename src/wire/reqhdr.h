@@ -1,10 +1,11 @@
 /*
- * The headers of a SEND or RDMA WRITE request packet, from the work
- * request's opcode: which IBTA opcode a packet of the message is (first,
+ * The headers of a request packet, from the work request's opcode: for a
+ * SEND or RDMA WRITE which IBTA opcode a packet of the message is (first,
  * middle, last or only) and the extension headers it carries after the BTH
- * (RETH on a WRITE's first packet, ImmDt and IETH on the last).  One
- * definition for the engine's requester (engine/req.c) and for a posting
- * thread that sends a single-packet message itself (shm/wire_tx.c).
+ * (RETH on a WRITE's first packet, ImmDt and IETH on the last); for an
+ * RDMA READ or an atomic its one request's opcode and RETH or AtomicETH.
+ * One definition for the engine's requester (engine/req.c) and for a
+ * posting thread that sends a message itself (shm/wire_tx.c).
  */
 #ifndef SR_WIRE_REQHDR_H
 #define SR_WIRE_REQHDR_H
@@ -61,6 +62,29 @@ static inline unsigned sr_data_ext_put(uint8_t *h, uint8_t op, uint64_t va, uint
 		n += SR_IETH_LEN;
 	}
 	return n;
+}
+
+/* A READ request for len bytes at va, or an atomic at va (CmpSwap: swap,
+ * then compare, as 9.5 orders them; FetchAdd: the addend), at h: its
+ * opcode (with the transport bits tr) into *op; returns the header's
+ * length. */
+static inline unsigned sr_rd_atomic_put(uint8_t *h, uint8_t tr, uint8_t wr_op, uint64_t va,
+					uint32_t rkey, uint32_t len, uint64_t swap,
+					uint64_t compare_add, uint8_t *op)
+{
+	if (wr_op == IBV_WR_RDMA_READ) {
+		*op = tr | SR_IB_READ_REQUEST;
+		sr_reth_put(h, va, rkey, len);
+		return SR_RETH_LEN;
+	}
+	if (wr_op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		*op = tr | SR_IB_CMP_SWAP;
+		sr_atometh_put(h, va, rkey, swap, compare_add);
+	} else {
+		*op = tr | SR_IB_FETCH_ADD;
+		sr_atometh_put(h, va, rkey, compare_add, 0);
+	}
+	return SR_ATOMETH_LEN;
 }
 
 #endif
