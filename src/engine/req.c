@@ -36,12 +36,6 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 static void reposition(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		       uint32_t psn);
 
-static bool is_rd_atomic(uint8_t op)
-{
-	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 static bool is_local(uint8_t op)
 {
 	return op == IBV_WR_BIND_MW || op == IBV_WR_LOCAL_INV;
@@ -459,7 +453,7 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			sw->resp_off = 0; /* a rewind into a READ's middle skips this */
 			sw->first_psn = q->npsn;
 			sw->npkts = npkts_of(qp, w);
-			sw->rd_atomic = is_rd_atomic(w->opcode);
+			sw->rd_atomic = sr_wr_rd_atomic(w->opcode);
 			sw->local_err = IBV_WC_SUCCESS;
 		} else if (!read && sr_psn_diff(q->npsn, q->una) >= (int32_t)win) {
 			break;
@@ -1096,7 +1090,7 @@ static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		sw->npkts = k >= 1 && k <= SR_WIRE_DIRECT_PKTS ? k : 1;
 		/* a READ (its responses' PSNs) or an atomic: outstanding, as
 		 * the engine counts its own (the grant wanted none out) */
-		sw->rd_atomic = is_rd_atomic(w->opcode);
+		sw->rd_atomic = sr_wr_rd_atomic(w->opcode);
 		if (sw->rd_atomic)
 			q->rd_out++;
 		sw->local_err = IBV_WC_SUCCESS;

@@ -44,14 +44,6 @@
 #include "wire/reqhdr.h"
 #include "wire/udp.h"
 
-/* Whether opcode op asks the responder for data back: one request packet,
- * the PSNs of its response packets (engine/req.c, npkts_of). */
-static bool rd_atomic(uint8_t op)
-{
-	return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 /* A message this thread may send: a SEND or WRITE of at most
  * SR_WIRE_DIRECT_PKTS packets, a READ of at most as many response packets
  * (one request: within the engine's READ chunk), an atomic; no fence. */
@@ -177,7 +169,7 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct c
 	uint16_t sport;
 	int sock = sr_exec_wire_sock(&sport);
 
-	if (rd_atomic(c->op)) {
+	if (sr_wr_rd_atomic(c->op)) {
 		/* one request; its PSN span is its responses' (np) */
 		uint8_t op;
 		unsigned hl = SR_BTH_LEN;
@@ -216,7 +208,7 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct c
 			if (sendmsg(sock, &pkt[i].mh, MSG_DONTWAIT) < 0)
 				sr_dbg("RC to another host: %m");
 	atomic_fetch_add_explicit(&h->wire_direct[0], 1, memory_order_relaxed);
-	if (!rd_atomic(c->op)) /* bytes sent */
+	if (!sr_wr_rd_atomic(c->op)) /* bytes sent */
 		atomic_fetch_add_explicit(&h->wire_direct[1], c->len, memory_order_relaxed);
 	if (a->on)
 		atomic_fetch_add_explicit(&h->wire_acks, 1, memory_order_relaxed);
@@ -258,7 +250,7 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c
 			/* a READ or atomic is one packet and carries no payload:
 			 * where its answer lands is the completer's (engine/req.c) */
 			got = sendable(c->w, c->op, c->len, c->mtu) &&
-			      (rd_atomic(c->op) ||
+			      (sr_wr_rd_atomic(c->op) ||
 			       ((multi || c->np == 1) && payload(ctx, s, c->w, iov, n)));
 		}
 		if (got) {

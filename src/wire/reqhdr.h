@@ -64,6 +64,14 @@ static inline unsigned sr_data_ext_put(uint8_t *h, uint8_t op, uint64_t va, uint
 	return n;
 }
 
+/* Whether work request opcode wr_op asks the responder for data back
+ * (one request; the PSNs of its response packets). */
+static inline bool sr_wr_rd_atomic(uint8_t wr_op)
+{
+	return wr_op == IBV_WR_RDMA_READ || wr_op == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       wr_op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 /* A READ request for len bytes at va, or an atomic at va (CmpSwap: swap,
  * then compare, as 9.5 orders them; FetchAdd: the addend), at h: its
  * opcode (with the transport bits tr) into *op; returns the header's
