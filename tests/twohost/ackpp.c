@@ -302,6 +302,8 @@ int main(int argc, char **argv)
 		rounds = c.peer.rounds;
 		reconnect = c.peer.reconnect;
 		c.size = c.peer.size;
+		if (c.size < 8 || c.size > SIZE_MAX_BYTES || c.size % 8)
+			DIE("the client's size %u is not one of -s's", c.size);
 	}
 	side_rc_connect(c.dev, c.qp, gidx, c.peer.gid, c.peer.qpn, c.peer.psn, me.psn,
 			IBV_ACCESS_REMOTE_WRITE, 0);

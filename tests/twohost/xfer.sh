@@ -101,25 +101,27 @@ if [ "$prog" = sr_xfer ] || [ "$prog" = sr_xrc_wire ] || [ "$prog" = sr_ackpp ];
 	grep -q "all checks passed" "$log/client" || { echo "FAIL: client checks"; ok=0; }
 	grep -q "all checks passed" "$log/server" || { echo "FAIL: server checks"; ok=0; }
 fi
+# b_counter NAME: host b's counter NAME from `softrdma status`'s RoCE line
+b_counter() { on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$1" | tail -1; }
 for c in ${XFER_EXPECT_ZERO:-}; do
-	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
+	v=$(b_counter "$c")
 	[ "${v:-x}" = 0 ] || { echo "FAIL: host b's $c is ${v:-absent}, not 0"; ok=0; }
 	echo "host b: $c $v"
 done
 for c in ${XFER_EXPECT:-}; do
-	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
+	v=$(b_counter "$c")
 	[ "${v:-0}" -gt 0 ] 2>/dev/null ||
 		{ echo "FAIL: host b's $c is ${v:-absent}: not seen"; ok=0; }
 	echo "host b: $c $v"
 done
 for c in ${XFER_EXPECT_MIN:-}; do
-	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "${c%%=*}" | tail -1)
+	v=$(b_counter "${c%%=*}")
 	[ "${v:-0}" -ge "${c#*=}" ] 2>/dev/null ||
 		{ echo "FAIL: host b's ${c%%=*} is ${v:-absent}, fewer than ${c#*=}"; ok=0; }
 	echo "host b: ${c%%=*} $v (at least ${c#*=})"
 done
 if [ -n "${XFER_STEERED:-}" ]; then
-	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x rx_by_member | tail -1)
+	v=$(b_counter rx_by_member)
 	echo "host b: rx_by_member $v"
 	awk -F, '{ t = 0; for (i = 1; i <= NF; i++) t += $i; exit !(t > 0 && $1 * 100 <= t) }' \
 		<<<"$v" || { echo "FAIL: host b's datagrams not steered to its processes' members"; ok=0; }
