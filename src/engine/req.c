@@ -1006,6 +1006,13 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		req_run(e, qp, q);
 		return;
 	}
+	if (q->una == q->npsn && q->npsn == q->hpsn) {
+		/* nothing unacknowledged: nothing to probe (a stream's last
+		 * ACK can come by a path that leaves the timer set) */
+		q->deadline = 0;
+		req_run(e, qp, q);
+		return;
+	}
 	if ((!q->rto_at || e->now < q->rto_at) && q->rec_due && e->now >= q->rec_due &&
 	    q->recovering) {
 		/* a packet resent alone, not acknowledged in four of its
