@@ -375,6 +375,10 @@ struct sr_qp_shm {
 	 * or the engine sends it when it next runs the requester or soon */
 	alignas(SR_CACHELINE) struct sr_lock wtx_lock;
 	uint32_t wtx_ok, wtx_gen, wtx_spos, wtx_npsn, wtx_room;
+	/* the grant was given by the daemon at RTS (engine/req.c,
+	 * sr_eng_req_rts) and the engine has not taken it over: the thread
+	 * that sends under it rings the doorbell after its send */
+	uint32_t wtx_unseen;
 	uint32_t wtx_ack, wtx_ack_psn, wtx_ack_msn, wtx_ack_gen; /* for wire_gen wtx_ack_gen */
 	uint64_t wtx_ack_at; /* when it was handed (ns): the engine's tick sends it late */
 	/* data path, responder side: written by executors delivering to this

@@ -1400,6 +1400,21 @@ static void qp_modify_apply(struct sr_daemon *d, struct sr_qp_shm *qp, const str
 	atomic_store_explicit(&qp->state, next, memory_order_release);
 }
 
+/* After a move from prev (the QP's locks let go: the engine takes
+ * wtx_lock before sq_lock): an RC QP to another host that can now send
+ * has its requester set up and its posting threads granted before the
+ * move returns, so that the connection's first message leaves from the
+ * thread that posts it (engine/req.c, sr_eng_req_rts).  The engine is not
+ * rung: woken now, it would meet the application's first post half done
+ * and send that WQE itself; the posting thread rings it after its send. */
+static void wire_rts(struct sr_daemon *d, const struct sr_obj *o, struct sr_qp_shm *qp,
+		     uint32_t prev)
+{
+	if (prev != IBV_QPS_RTS && o->u.shm.eng_off && qp->wire &&
+	    atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS)
+		sr_eng_req_rts(d->arena, qp, sr_arena_at(d->arena, o->u.shm.eng_off));
+}
+
 static bool qp_lock(struct sr_qp_shm *qp)
 {
 	return !lock_all((struct sr_lock *[]){&qp->sq_lock, &qp->rq_lock, &qp->rq.prod_lock}, 3);
@@ -1420,6 +1435,7 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	enum ibv_qp_state next;
 	struct ibv_qp_attr a;
 	struct sr_qp_shm *qp;
+	uint32_t prev;
 	int ret;
 
 	if (!o)
@@ -1431,8 +1447,10 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 		return ret;
 	if (!qp_lock(qp))
 		return SR_RETRY;
+	prev = atomic_load_explicit(&qp->state, memory_order_relaxed);
 	qp_modify_apply(d, qp, &a, mask, next);
 	qp_unlock(qp);
+	wire_rts(d, o, qp, prev);
 	rep->u.modify_qp.state = next;
 	return 0;
 }
@@ -1494,6 +1512,7 @@ int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_
 {
 	struct sr_obj *o;
 	struct sr_qp_shm *qp;
+	uint32_t prev;
 	int ret = 0;
 
 	if (!m->n)
@@ -1504,7 +1523,8 @@ int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_
 	qp = sr_arena_at(d->arena, o->u.shm.off);
 	if (!qp_lock(qp))
 		return SR_RETRY; /* nothing moved yet: run again as a whole */
-	if (from >= 0 && atomic_load_explicit(&qp->state, memory_order_relaxed) != (uint32_t)from)
+	prev = atomic_load_explicit(&qp->state, memory_order_relaxed);
+	if (from >= 0 && prev != (uint32_t)from)
 		ret = -EINVAL;
 	for (uint32_t i = 0; i < m->n && !ret; i++) {
 		enum ibv_qp_state next;
@@ -1516,6 +1536,7 @@ int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_
 			qp_modify_apply(d, qp, &a, m->mask[i], next);
 	}
 	qp_unlock(qp);
+	wire_rts(d, o, qp, prev);
 	return ret;
 }
 

@@ -70,6 +70,19 @@ bool sr_eng_qp_is(const struct sr_engine *e, const struct sr_qp_shm *qp, const s
 	       s->st_off == qp->eng_off && s->cnt == qp->sq.wqe_cnt;
 }
 
+void sr_eng_state_fresh(const struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t gen, uint32_t cnt)
+{
+	if (q->qpn != qp->qpn || q->gen != gen || q->swqe_cnt != cnt) {
+		/* qpn stays: it names the chunk's slot for lock-free readers */
+		memset((char *)q + offsetof(struct sr_eng_qp, gen), 0,
+		       sr_eng_state_size(cnt) - offsetof(struct sr_eng_qp, gen));
+		q->qpn = qp->qpn;
+		q->gen = gen;
+		q->swqe_cnt = cnt;
+		q->cur_op = 0xff;
+	}
+}
+
 struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 {
 	uint32_t idx = sr_qpn_index(qp->qpn) % SR_MAX_QPS;
@@ -100,15 +113,7 @@ struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp)
 	 * says whose it is; the slot is only this thread's copy) */
 	q = sr_arena_at(e->arena, st_off);
 	sr_shm_lock(&qp->wtx_lock);
-	if (q->qpn != qp->qpn || q->gen != gen || q->swqe_cnt != cnt) {
-		/* qpn stays: it names the chunk's slot for lock-free readers */
-		memset((char *)q + offsetof(struct sr_eng_qp, gen), 0,
-		       sr_eng_state_size(cnt) - offsetof(struct sr_eng_qp, gen));
-		q->qpn = qp->qpn;
-		q->gen = gen;
-		q->swqe_cnt = cnt;
-		q->cur_op = 0xff;
-	}
+	sr_eng_state_fresh(qp, q, gen, cnt);
 	sr_shm_unlock(&qp->wtx_lock);
 	s->q = q;
 	s->qpn = qp->qpn;

@@ -234,7 +234,7 @@ static void run_doorbells(struct sr_engine *e)
 		if (!qp->wire)
 			continue;
 		q = sr_eng_qp_get(e, qp);
-		if (q)
+		if (q && !sr_eng_req_keep(e, qp, q))
 			sr_eng_req_run(e, qp, q);
 	}
 }

@@ -388,6 +388,10 @@ static inline void sr_eng_count(_Atomic uint64_t *c, uint64_t n)
 /* qp's transport state, started over if qp was reset or re-routed since;
  * NULL if it has none (not a connected QP, or its chunk is not sound). */
 struct sr_eng_qp *sr_eng_qp_get(struct sr_engine *e, struct sr_qp_shm *qp);
+/* wtx_lock held: q set up for the QP's connection gen (SQ of cnt WQEs),
+ * unless it already is (core.c) */
+void sr_eng_state_fresh(const struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t gen,
+			uint32_t cnt);
 /* This thread's record of QPN's slot (NULL: never used). */
 static inline struct sr_eng_slot *sr_eng_slot_at(const struct sr_engine *e, uint32_t qpn)
 {
@@ -468,6 +472,16 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
  * returns whether the engine keeps looking (false for a QP idle for
  * SR_ENG_GRANT_IDLE_NS). */
 bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool tick);
+/* The daemon's thread, an RC QP to another host just moved to RTS (q: the
+ * engine state it gave the QP): the requester set up and the posting
+ * threads granted before the move returns; false if not granted.  The
+ * engine, rung after, takes the grant's upkeep over (req.c). */
+bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q);
+/* A doorbell for a QP whose posting threads hold a grant and have sent
+ * all there is (the daemon's ring after sr_eng_req_rts): what they sent
+ * taken in and the grant kept, not withdrawn for a turn as
+ * sr_eng_req_run would; false (nothing done) for any other QP. */
+bool sr_eng_req_keep(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
 /* Takes in the WQEs posting threads sent since the engine last held
  * q's wtx_lock (held), as if it had sent them, their timers armed. */
 void sr_eng_req_absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);

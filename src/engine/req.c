@@ -1184,6 +1184,67 @@ void sr_eng_req_cnp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	req_leave(e, qp, q);
 }
 
+/*
+ * The first grant, given by the daemon's thread as the QP reaches RTS
+ * (daemon/objects.c).  Given by the engine, as every later one is, it came
+ * only after the engine had run in answer to the first post's doorbell: a
+ * connection's first message then always left from the engine, and on a
+ * machine whose CPUs are busy polling the engine's thread may wait a
+ * scheduler tick to run (docs/architecture.md, "Known limits").  The
+ * requester's state is the QP's engine chunk in the arena, which every
+ * thread touches only under wtx_lock, so whichever thread holds the lock
+ * may set it up.  The engine does not know of this grant (it is on none
+ * of its lists, so nothing would time a lost packet out) until the thread
+ * that sends under it rings the doorbell after its send (wtx_unseen,
+ * shm/wire_tx.c): the engine then takes what was sent in (sr_eng_req_keep)
+ * off the message's path, and the grant over.
+ */
+bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	const struct sr_arena_hdr *h = arena;
+	uint32_t gen = atomic_load_explicit(&qp->wire_gen, memory_order_acquire);
+	uint32_t cnt = qp->sq.wqe_cnt;
+	bool ok = false;
+
+	if (!direct_on() || qp->type != IBV_QPT_RC || !qp->wire || !cnt ||
+	    atomic_load_explicit(&h->wire_taps, memory_order_relaxed))
+		return false;
+	sr_shm_lock(&qp->wtx_lock);
+	sr_eng_state_fresh(qp, q, gen, cnt);
+	if (!q->req_init && atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS &&
+	    qp->exec_pos == atomic_load_explicit(&qp->sq.head, memory_order_acquire)) {
+		req_init(qp, q);
+		q->direct_at = sr_eng_clock();
+		qp->wtx_spos = q->spos;
+		qp->wtx_npsn = q->npsn;
+		qp->wtx_room = 1;
+		qp->wtx_gen = q->gen;
+		qp->wtx_unseen = 1;
+		qp->wtx_ok = 1;
+		ok = true;
+	}
+	sr_shm_unlock(&qp->wtx_lock);
+	return ok;
+}
+
+bool sr_eng_req_keep(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+{
+	bool keep;
+
+	sr_shm_lock(&qp->wtx_lock);
+	keep = qp->wtx_ok && qp->wtx_gen == q->gen && q->req_init &&
+	       qp->wtx_spos == atomic_load_explicit(&qp->sq.head, memory_order_acquire);
+	if (keep) {
+		absorb(e, qp, q);
+		if (q->deadline)
+			sr_eng_activate(e, q);
+	}
+	sr_shm_unlock(&qp->wtx_lock);
+	if (keep) /* the grant's upkeep: on the list of granted QPs (engine.c) */
+		sr_eng_grant_later(e, q);
+	return keep;
+}
+
 bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool tick)
 {
 	const struct sr_arena_hdr *h = e->arena;
@@ -1191,8 +1252,11 @@ bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	bool ok, keep, stay;
 
 	sr_shm_lock(&qp->wtx_lock);
-	/* the tick withdraws the grant of a QP idle for SR_ENG_GRANT_IDLE_NS */
-	keep = !tick || e->now - q->direct_at < SR_ENG_GRANT_IDLE_NS || q->una != q->npsn;
+	/* the tick withdraws the grant of a QP idle for SR_ENG_GRANT_IDLE_NS
+	 * (signed: the daemon's RTS grant may be stamped after this turn's
+	 * clock) */
+	keep =
+	    !tick || (int64_t)(e->now - q->direct_at) < SR_ENG_GRANT_IDLE_NS || q->una != q->npsn;
 	absorb(e, qp, q);
 	if (tick && !e->app)
 		sr_eng_resp_handed_tick(e, qp, q);
@@ -1211,9 +1275,11 @@ bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	     q->spos == q->hspos && q->npsn == q->hpsn && !out && !q->rd_out && q->swqe_cnt &&
 	     e->now >= q->direct_quiet_until &&
 	     !atomic_load_explicit(&h->wire_taps, memory_order_relaxed);
-	if (!e->app) /* on the engine's list of granted QPs (engine.c) */
+	if (!e->app) { /* on the engine's list of granted QPs (engine.c) */
 		q->eng_granted = tick ? stay : sr_eng_slot_of(e, q)->granted || ok;
-	else if (ok && !q->eng_granted) {
+		if (ok)
+			qp->wtx_unseen = 0;
+	} else if (ok && !q->eng_granted) {
 		/* the engine must hold the grant too: it takes in what
 		 * posting threads send, and so times their packets out */
 		q->run_wanted = true;

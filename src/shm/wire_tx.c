@@ -261,6 +261,10 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c
 			*all = s->wtx_spos == head;
 			/* only an ACK of this connection (wtx_gen is wire_gen here) */
 			a->on = sr_wtx_ack_take(s, s->wtx_gen, &a->psn, &a->msn);
+			/* a grant the engine has not taken over (given at RTS,
+			 * engine/req.c sr_eng_req_rts): it is rung after the send */
+			if (s->wtx_unseen)
+				*all = false;
 		}
 	}
 	sr_shm_unlock(&s->wtx_lock);

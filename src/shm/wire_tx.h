@@ -19,7 +19,8 @@ struct sr_context;
 
 /* After post_send published WQEs on wire QP s (sq_lock released): sends
  * what the engine allows from this thread.  True if every posted WQE has
- * gone, false if the engine must be rung for the rest. */
+ * gone, false if the engine must be rung: for the rest, or to take over
+ * a grant the daemon gave at RTS (layout.h, wtx_unseen). */
 bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s);
 /* Before ibv_destroy_qp: an ACK handed to the QP's next request (by the
  * engine or a receive half, wire_rx.c) goes now, as an HCA acknowledges

@@ -20,7 +20,8 @@
 # PAIR_TRACE=1: also capture host b's engine and decode it (pair_trace);
 # PAIR_TRACE_OPCODES: BTH opcodes (decimal) the capture must hold.
 # PAIR_EXPECT: counter names of `softrdma status`'s RoCE line that must be
-# nonzero on host b afterwards (with SOFTRDMA_FAULT: the recovery happened).
+# nonzero on host b afterwards (with SOFTRDMA_FAULT: the recovery happened);
+# PAIR_EXPECT_A: the same on host a.
 # PAIR_IDLE_CPU=1: afterwards, with the programs gone, each host's daemon
 # (its engine included) must use under 2% of a CPU over 2 s: no thread
 # busy-polls an idle device (issue #10, deliverable 4).
@@ -138,11 +139,19 @@ if [ $ok = 0 ]; then # what the engines counted, for the failure's reader
 		echo "--- host $h kernel: $(on_$h grep Udp: /proc/net/snmp | tr '\n' ' ')"
 	done
 fi
-for c in ${PAIR_EXPECT:-}; do
-	v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
-	[ "${v:-0}" -gt 0 ] 2>/dev/null || { echo "FAIL: host b's $c is ${v:-absent}: not seen"; ok=0; }
-	echo "host b: $c $v"
-done
+expect() { # expect HOST COUNTER...: each nonzero in HOST's RoCE line
+	local h=$1 c v
+	shift
+	for c in "$@"; do
+		v=$(on_$h "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x "$c" | tail -1)
+		[ "${v:-0}" -gt 0 ] 2>/dev/null || { echo "FAIL: host $h's $c is ${v:-absent}: not seen"; ok=0; }
+		echo "host $h: $c $v"
+	done
+}
+# shellcheck disable=SC2086 # lists of counter names
+expect b ${PAIR_EXPECT:-}
+# shellcheck disable=SC2086
+expect a ${PAIR_EXPECT_A:-}
 if [ -n "${PAIR_IDLE_CPU:-}" ]; then
 	sleep 0.3 # grants to posting threads lapse after 100 ms (engine.c)
 	cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
