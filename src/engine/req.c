@@ -1233,6 +1233,7 @@ bool sr_eng_req_keep(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 
 	sr_shm_lock(&qp->wtx_lock);
 	keep = qp->wtx_ok && qp->wtx_gen == q->gen && q->req_init &&
+	       atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS &&
 	       qp->wtx_spos == atomic_load_explicit(&qp->sq.head, memory_order_acquire);
 	if (keep) {
 		absorb(e, qp, q);
