@@ -1412,7 +1412,8 @@ static void wire_rts(struct sr_daemon *d, const struct sr_obj *o, struct sr_qp_s
 {
 	if (prev != IBV_QPS_RTS && o->u.shm.eng_off && qp->wire &&
 	    atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS)
-		sr_eng_req_rts(d->arena, qp, sr_arena_at(d->arena, o->u.shm.eng_off));
+		sr_eng_req_rts(d->arena, qp, sr_arena_at(d->arena, o->u.shm.eng_off),
+			       o->u.shm.eng_size);
 }
 
 static bool qp_lock(struct sr_qp_shm *qp)

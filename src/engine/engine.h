@@ -473,10 +473,11 @@ void sr_eng_req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
  * SR_ENG_GRANT_IDLE_NS). */
 bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, bool tick);
 /* The daemon's thread, an RC QP to another host just moved to RTS (q: the
- * engine state it gave the QP): the requester set up and the posting
- * threads granted before the move returns; false if not granted.  The
- * engine, rung after, takes the grant's upkeep over (req.c). */
-bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q);
+ * engine state it gave the QP, q_size bytes): the requester set up and the
+ * posting threads granted before the move returns; false if not granted.
+ * The engine takes the grant over once the first thread that sends under
+ * it rings (req.c). */
+bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint64_t q_size);
 /* A doorbell for a QP whose posting threads hold a grant and have sent
  * all there is (the daemon's ring after sr_eng_req_rts): what they sent
  * taken in and the grant kept, not withdrawn for a turn as

@@ -1199,14 +1199,17 @@ void sr_eng_req_cnp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
  * shm/wire_tx.c): the engine then takes what was sent in (sr_eng_req_keep)
  * off the message's path, and the grant over.
  */
-bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q)
+bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint64_t q_size)
 {
 	const struct sr_arena_hdr *h = arena;
 	uint32_t gen = atomic_load_explicit(&qp->wire_gen, memory_order_acquire);
-	uint32_t cnt = qp->sq.wqe_cnt;
+	/* read once: the QP object is writable by any process of the user,
+	 * and the chunk set up for cnt WQEs must be the one the daemon gave */
+	uint32_t cnt = __atomic_load_n(&qp->sq.wqe_cnt, __ATOMIC_RELAXED);
 	bool ok = false;
 
-	if (!direct_on() || qp->type != IBV_QPT_RC || !qp->wire || !cnt ||
+	if (!direct_on() || qp->type != IBV_QPT_RC || !qp->wire || !cnt || (cnt & (cnt - 1)) ||
+	    sr_eng_state_size(cnt) > q_size ||
 	    atomic_load_explicit(&h->wire_taps, memory_order_relaxed))
 		return false;
 	sr_shm_lock(&qp->wtx_lock);
