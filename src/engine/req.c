@@ -1184,6 +1184,17 @@ void sr_eng_req_cnp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	req_leave(e, qp, q);
 }
 
+/* wtx_lock held: where the requester stands, for posting threads, and
+ * whether they may send the next message themselves (one: wtx_room) */
+static void publish(struct sr_qp_shm *qp, const struct sr_eng_qp *q, bool ok)
+{
+	qp->wtx_spos = q->spos;
+	qp->wtx_npsn = q->npsn;
+	qp->wtx_room = ok ? 1 : 0;
+	qp->wtx_gen = q->gen;
+	qp->wtx_ok = ok;
+}
+
 /*
  * The first grant, given by the daemon's thread as the QP reaches RTS
  * (daemon/objects.c).  Given by the engine, as every later one is, it came
@@ -1218,12 +1229,8 @@ bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q
 	    qp->exec_pos == atomic_load_explicit(&qp->sq.head, memory_order_acquire)) {
 		req_init(qp, q);
 		q->direct_at = sr_eng_clock();
-		qp->wtx_spos = q->spos;
-		qp->wtx_npsn = q->npsn;
-		qp->wtx_room = 1;
-		qp->wtx_gen = q->gen;
 		qp->wtx_unseen = 1;
-		qp->wtx_ok = 1;
+		publish(qp, q, true);
 		ok = true;
 	}
 	sr_shm_unlock(&qp->wtx_lock);
@@ -1238,11 +1245,8 @@ bool sr_eng_req_keep(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	keep = qp->wtx_ok && qp->wtx_gen == q->gen && q->req_init &&
 	       atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS &&
 	       qp->wtx_spos == atomic_load_explicit(&qp->sq.head, memory_order_acquire);
-	if (keep) {
-		absorb(e, qp, q);
-		if (q->deadline)
-			sr_eng_activate(e, q);
-	}
+	if (keep)
+		sr_eng_req_absorb(e, qp, q);
 	sr_shm_unlock(&qp->wtx_lock);
 	if (keep) /* the grant's upkeep: on the list of granted QPs (engine.c) */
 		sr_eng_grant_later(e, q);
@@ -1289,11 +1293,7 @@ bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		q->run_wanted = true;
 		sr_eng_activate(e, q);
 	}
-	qp->wtx_spos = q->spos;
-	qp->wtx_npsn = q->npsn;
-	qp->wtx_room = ok ? 1 : 0;
-	qp->wtx_gen = q->gen;
-	qp->wtx_ok = ok;
+	publish(qp, q, ok);
 	sr_shm_unlock(&qp->wtx_lock);
 	return tick ? stay : ok;
 }
