@@ -31,7 +31,7 @@
 #include "core/shmlock.h"
 
 #define SR_ARENA_MAGIC	 0x534f4654524d4131ull /* "SOFTRMA1" */
-#define SR_ARENA_VERSION 3u /* 3: a posting thread rings after a send under wtx_unseen */
+#define SR_ARENA_VERSION 4u /* 4: a responder places WRITEs that begin past a gap */
 
 #define SR_CACHELINE	      64
 #define SR_MAX_KEYS	      (1u << 18) /* = 2^SR_KEY_INDEX_BITS */

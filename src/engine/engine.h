@@ -52,6 +52,7 @@ struct sr_pcap;
 #define SR_ENG_ACKREQ_EVERY 32		   /* AckReq at least every this many packets */
 #define SR_ENG_READ_CHUNK   64		   /* response packets one READ request asks for (req.c) */
 #define SR_ENG_OOO	    256		   /* PSNs past a gap a responder may place (resp.c) */
+#define SR_ENG_AHEAD	    16		   /* ... in this many WRITEs after the one in progress */
 #define SR_ENG_PROBE_NS	    2000000	   /* first tail-loss probe after this (req.c) */
 #define SR_ENG_REC_MIN_NS   100000	   /* a packet resent alone: its timer's floor (req.c) */
 #define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
@@ -228,9 +229,21 @@ struct sr_eng_qp {
 		bool valid;
 	} replay[SR_ENG_REPLAY];
 	uint32_t replay_next;
-	/* WRITE MIDDLE packets placed ahead of a gap, by PSN % SR_ENG_OOO */
+	/* WRITE packets placed ahead of a gap, by PSN % SR_ENG_OOO */
 	uint32_t ooo_n;
 	uint64_t ooo[SR_ENG_OOO / 64];
+	/* WRITEs that began past the gap, one right after another from the
+	 * end of the one in progress: what their RETHs said, until the
+	 * in-order walk reaches their FIRST (resp.c, place_ahead) */
+	uint32_t ahead_n;
+	struct sr_eng_ahead {
+		uint32_t psn; /* its FIRST or ONLY */
+		uint32_t len; /* the RETH's DMA length */
+		uint64_t va;
+		uint32_t rkey;
+		uint32_t srqn;
+		uint8_t op; /* the FIRST's (or ONLY's) opcode */
+	} ahead[SR_ENG_AHEAD];
 	struct sr_eng_swqe swqe[]; /* [swqe_cnt], by SQ index */
 };
 

@@ -366,6 +366,24 @@ static bool app_sends(const struct sr_engine *e, const struct sr_eng_qp *q)
 			 q->eng_tx_seq) >= 0;
 }
 
+/*
+ * Whether a WQE may start within the window.  A WRITE may as soon as one
+ * of its packets fits: the responder places a WRITE that begins past a
+ * gap in the one before it (resp.c, place_ahead), so a loss there does
+ * not cost what was sent of this one.  Anything else only when all of it
+ * fits, or nothing is outstanding: past a gap the responder drops it, and
+ * it would be sent again.
+ */
+static bool starts_in(const struct sr_qp_shm *qp, const struct sr_eng_qp *q,
+		      const struct sr_send_wqe *w, uint32_t win)
+{
+	int32_t out = sr_psn_diff(q->npsn, q->una);
+
+	if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		return out < (int32_t)win;
+	return out + npkts_of(qp, w) <= win || q->npsn == q->una;
+}
+
 static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
@@ -431,8 +449,7 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			/* a WQE starts: fence (C10-xx), the window (a READ: per chunk) */
 			if ((w->flags & SR_WQE_FENCE) && q->rd_out)
 				break;
-			if (!read && sr_psn_diff(q->npsn, q->una) + npkts_of(qp, w) > win &&
-			    q->npsn != q->una)
+			if (!read && !starts_in(qp, q, w, win))
 				break;
 			if (is_local(w->opcode)) {
 				/* executed once, even if a rewind passes it again */

@@ -704,15 +704,16 @@ static void duplicate(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 
 /*
  * Loss recovery without resending everything (our responder's choice; the
- * wire stays go-back-N).  A WRITE MIDDLE or LAST packet (not one with
- * immediate data) that arrives past a gap, of the WRITE in progress (its
- * RETH checked the whole range at FIRST), is placed at once where it
- * belongs, and its PSN remembered.  When the
- * missing packet comes, the expected PSN jumps over what was placed and
- * the ACK tells the requester, which goes on from there (req.c) instead of
- * resending it.  A standard requester resends it anyway and gets it
- * acknowledged as a duplicate.  Nothing that completes a receive WQE or
- * starts a message is taken early, so completions stay in order.
+ * wire stays go-back-N).  A WRITE packet that arrives past a gap is placed
+ * at once where it belongs, and its PSN remembered, when its target is
+ * known: a MIDDLE, or the LAST of a WRITE without immediate data, of the
+ * WRITE in progress (its RETH checked the whole range at FIRST), or of a
+ * WRITE that began past the gap (place_ahead).  When the missing packet
+ * comes, the expected PSN jumps over what was placed and the ACK tells the
+ * requester, which goes on from there (req.c) instead of resending it.  A
+ * standard requester resends it anyway and gets it acknowledged as a
+ * duplicate.  Nothing that completes a receive WQE is taken early, so
+ * completions stay in order.
  */
 static bool placed(const struct sr_eng_qp *q, uint32_t psn)
 {
@@ -721,26 +722,115 @@ static bool placed(const struct sr_eng_qp *q, uint32_t psn)
 	return q->ooo[b / 64] >> (b % 64) & 1;
 }
 
+static uint32_t write_pkts(uint64_t len, uint32_t mtu)
+{
+	return len ? (uint32_t)((len + mtu - 1) / mtu) : 1;
+}
+
+/* Forget the WRITEs begun ahead that the expected PSN passed without
+ * the walk (their FIRST was not placed after all, and came in order). */
+static void ahead_trim(struct sr_eng_qp *q)
+{
+	uint32_t n = 0;
+
+	while (n < q->ahead_n && sr_psn_diff(q->ahead[n].psn, q->epsn) < 0)
+		n++;
+	if (n) {
+		q->ahead_n -= n;
+		memmove(&q->ahead[0], &q->ahead[n], q->ahead_n * sizeof(q->ahead[0]));
+	}
+}
+
+/*
+ * A WRITE's FIRST or ONLY past the gap starts a message only the PSN
+ * right after the last one known can start: after the WRITE in progress
+ * (its RETH gave its length) or after the last WRITE begun this way.
+ * Nothing else can lie between, so nothing the gap hides (a SEND with
+ * invalidate, a failing request) can come before it in a way that
+ * changes what this WRITE may do, except that the QP may yet fail on a
+ * packet in the gap: then this WRITE's bytes are written and the WRITE
+ * never completes, which a NIC placing out of order does too (the IBTA
+ * leaves a failed or flushed WRITE's target undefined).  Its checks are
+ * the in-order FIRST's (do_write), over the whole range.
+ */
+static struct sr_eng_ahead *begin_ahead(struct sr_engine *e, struct sr_qp_shm *qp,
+					struct sr_eng_qp *q, const struct sr_pkt *p, uint32_t d,
+					uint32_t cur_pkts)
+{
+	uint32_t mtu = sr_mtu_bytes(qp->path_mtu), f = p->op->flags, end = cur_pkts;
+	struct sr_eng_ahead *a;
+	void *dst = NULL;
+
+	if (q->ahead_n) {
+		a = &q->ahead[q->ahead_n - 1];
+		end = (uint32_t)sr_psn_diff(sr_psn_add(a->psn, write_pkts(a->len, mtu)), q->epsn);
+	}
+	if (d != end || q->ahead_n == SR_ENG_AHEAD || !p->dma_len ||
+	    ((f & SR_OPF_LAST) ? p->paylen != p->dma_len || p->paylen > mtu
+			       : p->paylen != mtu || p->dma_len <= mtu) ||
+	    !sr_resp_xrc_ok(e->ctx, qp, p->xrc_srqn) ||
+	    !sr_resp_rkey(e->ctx, qp, p->xrc_srqn, p->rkey, p->va, p->dma_len,
+			  IBV_ACCESS_REMOTE_WRITE, &dst))
+		return NULL; /* the in-order pass reports what is wrong */
+	a = &q->ahead[q->ahead_n++];
+	a->psn = p->bth.psn;
+	a->len = p->dma_len;
+	a->va = p->va;
+	a->rkey = p->rkey;
+	a->srqn = p->xrc_srqn;
+	a->op = p->bth.opcode;
+	return a;
+}
+
 static void place_ahead(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 			const struct sr_pkt *p, uint32_t d)
 {
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu), b = p->bth.psn % SR_ENG_OOO;
-	uint32_t f = p->op->flags, len = p->paylen;
-	uint64_t off = (uint64_t)d * mtu;
+	uint32_t f = p->op->flags, len = p->paylen, cur_pkts, k, rkey, srqn;
+	uint64_t va, total, off;
 	void *dst = NULL;
 
-	/* a MIDDLE, or the LAST of a WRITE without immediate (the WRITE's
-	 * end, which completes nothing at this end), exactly where the
-	 * RETH's length puts them */
-	if (d >= SR_ENG_OOO || !(f & SR_OPF_WRITE) || (f & (SR_OPF_FIRST | SR_OPF_IMMDT)) ||
-	    q->cur_op == 0xff || !(sr_opcode_info[q->cur_op].flags & SR_OPF_WRITE) ||
-	    placed(q, p->bth.psn))
+	/* not one with immediate data (it completes a receive WQE) */
+	if (d >= SR_ENG_OOO || !(f & SR_OPF_WRITE) || (f & SR_OPF_IMMDT) || q->cur_op == 0xff ||
+	    !(sr_opcode_info[q->cur_op].flags & SR_OPF_WRITE) || placed(q, p->bth.psn))
 		return;
-	if ((f & SR_OPF_LAST) ? !len || len > mtu || off + len != q->wr_left
-			      : len != mtu || off + mtu >= q->wr_left)
+	ahead_trim(q);
+	cur_pkts = write_pkts(q->wr_left, mtu);
+	if (d < cur_pkts) { /* the WRITE in progress: wr_va is epsn's byte */
+		va = q->wr_va;
+		total = q->wr_left;
+		rkey = q->wr_rkey;
+		srqn = q->wr_srqn;
+		k = d;
+	} else {
+		const struct sr_eng_ahead *a = NULL;
+
+		for (uint32_t i = 0; i < q->ahead_n && !a; i++) {
+			uint32_t at = (uint32_t)sr_psn_diff(p->bth.psn, q->ahead[i].psn);
+
+			if (at < write_pkts(q->ahead[i].len, mtu))
+				a = &q->ahead[i];
+		}
+		if (!a && (f & SR_OPF_FIRST))
+			a = begin_ahead(e, qp, q, p, d, cur_pkts);
+		if (!a)
+			return;
+		va = a->va;
+		total = a->len;
+		rkey = a->rkey;
+		srqn = a->srqn;
+		k = (uint32_t)sr_psn_diff(p->bth.psn, a->psn);
+	}
+	/* exactly where the RETH's length puts it: a FIRST only as the one
+	 * that began its WRITE above, a MIDDLE of a full MTU short of the
+	 * end, a LAST (the WRITE's end, which completes nothing here) ending
+	 * there */
+	off = (uint64_t)k * mtu;
+	if ((f & SR_OPF_FIRST)	? k != 0 || d < cur_pkts
+	    : (f & SR_OPF_LAST) ? !len || len > mtu || off + len != total
+				: len != mtu || off + mtu >= total)
 		return;
-	if (!sr_resp_rkey(e->ctx, qp, q->wr_srqn, q->wr_rkey, q->wr_va + off, len,
-			  IBV_ACCESS_REMOTE_WRITE, &dst))
+	if (!sr_resp_rkey(e->ctx, qp, srqn, rkey, va + off, len, IBV_ACCESS_REMOTE_WRITE, &dst))
 		return; /* the in-order pass reports it */
 	sr_copy(dst, p->payload, len);
 	q->ooo[b / 64] |= 1ull << (b % 64);
@@ -748,17 +838,38 @@ static void place_ahead(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 	sr_eng_count(&e->cnt[SR_ENG_OOO_PLACED], 1);
 }
 
-/* After an in-order packet: skip the packets already placed, up to the
- * WRITE's end if its LAST came (a placed packet with no more than the MTU
- * left of the WRITE is its LAST: a MIDDLE never ends it). */
+/* The walk reaches a WRITE that began past the gap: it is in progress. */
+static bool take_ahead(struct sr_eng_qp *q)
+{
+	const struct sr_eng_ahead *a = &q->ahead[0];
+
+	ahead_trim(q);
+	if (!q->ahead_n || a->psn != q->epsn)
+		return false;
+	q->cur_op = a->op;
+	q->wr_va = a->va;
+	q->wr_left = a->len;
+	q->wr_rkey = a->rkey;
+	q->wr_srqn = a->srqn;
+	q->cur_off = 0;
+	memmove(&q->ahead[0], &q->ahead[1], --q->ahead_n * sizeof(q->ahead[0]));
+	return true;
+}
+
+/* After an in-order packet: skip the packets already placed, through the
+ * WRITEs whose ends came (a placed packet with no more than the MTU left
+ * of its WRITE is its LAST: a MIDDLE never ends it). */
 static void take_placed(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
 	bool moved = false;
 
 	while (q->ooo_n && placed(q, q->epsn)) {
-		uint32_t b = q->epsn % SR_ENG_OOO, len = q->wr_left < mtu ? q->wr_left : mtu;
+		uint32_t b = q->epsn % SR_ENG_OOO, len;
 
+		if (q->cur_op == 0xff && !take_ahead(q))
+			break;
+		len = q->wr_left < mtu ? q->wr_left : mtu;
 		q->ooo[b / 64] &= ~(1ull << (b % 64));
 		q->ooo_n--;
 		q->wr_va += len;
@@ -769,7 +880,6 @@ static void take_placed(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 		if (!q->wr_left) {
 			q->cur_op = 0xff;
 			q->msn++;
-			break;
 		}
 	}
 	if (moved)
@@ -792,6 +902,7 @@ static void resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		q->epsn = qp->rq_psn;
 		q->ooo_n = 0;
 		memset(q->ooo, 0, sizeof(q->ooo));
+		q->ahead_n = 0;
 		q->resp_init = true;
 	}
 	d = sr_psn_diff(p->bth.psn, q->epsn);

@@ -43,7 +43,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd -P)
 . "$here/../lib_netns.sh"
-[ $# -ge 2 ] || { echo "usage: $0 BUILD_DIR rules|seed|trace|ud|loss|holes [SPEC]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: $0 BUILD_DIR rules|seed|trace|ud|loss|holes|ahead [SPEC]" >&2; exit 2; }
 build=$1 mode=$2
 spec=${3:-seed=3,drop=0.01}
 if [ "$mode" = trace -o "$mode" = ud ] && ! command -v tshark >/dev/null; then
@@ -304,8 +304,37 @@ mode_holes() {
 		test "${r:-0}" -ge 2 -a "${r:-0}" -le 8
 }
 
+# One packet of a 64 KiB WRITE lost (at MTU 1500 a WRITE is 64 packets,
+# so the window holds four): the WRITEs sent after it are placed ahead by
+# the responder, not dropped and sent again (resp.c, place_ahead).
+mode_ahead() {
+	local port=$((20000 + RANDOM % 20000)) r dp pa
+	on_b "$NN_SR" fault "dir=tx,drop_nth=20"
+	check "the rule is set" test $? = 0
+	nn_bg a "$tmp/srv" timeout 60 ib_write_bw -x "$ga" -p "$port" -s 65536 -n 40 -F
+	local spid=$NN_LAST_PID
+	nn_wait_port a "$port" || { echo "server did not listen"; cat "$tmp/srv"; }
+	on_b timeout 60 ib_write_bw -x "$gb" -p "$port" -s 65536 -n 40 -F "$(addr_a)" >"$tmp/cli" 2>&1
+	r=$?
+	wait "$spid"
+	tail -3 "$tmp/cli"
+	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
+	on_b "$NN_SR" status | sed -n '/roce v2/,/^process/p'
+	check "ib_write_bw -s 64 KiB -n 40 completes ($r)" test "$r" = 0
+	check "b tx: one drop ($(injected b tx drop))" test "$(injected b tx drop)" = 1
+	dp=$(status_val a 'roce v2' drop_psn) pa=$(status_val a 'roce v2' placed_ahead)
+	# the gap's 44 packets of its own WRITE and those of the next ones
+	check "a: placed the packets past the gap ($pa of $dp), more than one WRITE's" \
+		test "${pa:-0}" -ge 64
+	check "a: dropped no more than a few of them ($((${dp:-0} - ${pa:-0})))" \
+		test $((${dp:-0} - ${pa:-0})) -le 4
+	r=$(status_val b 'roce v2' retransmits)
+	check "b: the hole resent alone: retransmits ${r:-0}, 1 to 4" \
+		test "${r:-0}" -ge 1 -a "${r:-0}" -le 4
+}
+
 case $mode in
-rules | seed | trace | ud | loss | holes) "mode_$mode" ;;
+rules | seed | trace | ud | loss | holes | ahead) "mode_$mode" ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
 echo "$passes passed, $fails failed"
