@@ -51,7 +51,7 @@ struct sr_pcap;
 #define SR_ENG_WINDOW_MAX   512		   /* ... up to this many while no loss is seen */
 #define SR_ENG_ACKREQ_EVERY 32		   /* AckReq at least every this many packets */
 #define SR_ENG_READ_CHUNK   64		   /* response packets one READ request asks for (req.c) */
-#define SR_ENG_OOO	    256		   /* PSNs past a gap a responder may place (resp.c) */
+#define SR_ENG_OOO	    1024	   /* PSNs past a gap a responder may place (resp.c) */
 #define SR_ENG_AHEAD	    16		   /* ... in this many WRITEs after the one in progress */
 #define SR_ENG_PROBE_NS	    2000000	   /* first tail-loss probe after this (req.c) */
 #define SR_ENG_REC_MIN_NS   100000	   /* a packet resent alone: its timer's floor (req.c) */
@@ -201,6 +201,7 @@ struct sr_eng_qp {
 	bool regap;	   /* rewound since the last progress: answers after the
 			    * oldest unanswered one may be stale, no new gap */
 	uint32_t rec_psn;  /* the packet last resent alone (req.c, resend_alone) */
+	bool rec_on;	   /* ... and sending goes on past it meanwhile (rec_span) */
 	uint32_t rec_mark; /* the furthest PSN sent + 1 when the NAK came */
 	uint64_t rec_at;   /* when it went (ns) */
 	uint64_t rec_due;  /* it goes again then, unless acknowledged (0: no) */
