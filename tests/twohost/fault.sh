@@ -280,6 +280,19 @@ mode_loss() {
 		grep -q "fault: seed=" <(on_a "$NN_SR" status)
 }
 
+# wbw SIZE N: ib_write_bw of N WRITEs of SIZE bytes, server in a, client in
+# b (output in $tmp/cli); its exit status
+wbw() {
+	local port=$((20000 + RANDOM % 20000)) r spid
+	nn_bg a "$tmp/srv" timeout 60 ib_write_bw -x "$ga" -p "$port" -s "$1" -n "$2" -F
+	spid=$NN_LAST_PID
+	nn_wait_port a "$port" || { echo "server did not listen"; cat "$tmp/srv"; }
+	on_b timeout 60 ib_write_bw -x "$gb" -p "$port" -s "$1" -n "$2" -F "$(addr_a)" >"$tmp/cli" 2>&1
+	r=$?
+	wait "$spid"
+	return $r
+}
+
 # Two losses in one window of a WRITE stream (engine/req.c, "The next
 # hole"): b's transmit tap drops the 20th packet it sends, a's receive tap
 # the 60th it receives (b's 61st).  The NAK of the first gap has the
@@ -289,15 +302,11 @@ mode_loss() {
 # go-back-N from the second gap would resend the rest of the window (about
 # 200 packets at this MTU).
 mode_holes() {
-	local port=$((20000 + RANDOM % 20000)) r n p
+	local r n p
 	on_b "$NN_SR" fault "dir=tx,drop_nth=20" && on_a "$NN_SR" fault "dir=rx,drop_nth=60"
 	check "the two rules are set" test $? = 0
-	nn_bg a "$tmp/srv" timeout 60 ib_write_bw -x "$ga" -p "$port" -s 1048576 -n 8 -F
-	local spid=$NN_LAST_PID
-	nn_wait_port a "$port" || { echo "server did not listen"; cat "$tmp/srv"; }
-	on_b timeout 60 ib_write_bw -x "$gb" -p "$port" -s 1048576 -n 8 -F "$(addr_a)" >"$tmp/cli" 2>&1
+	wbw 1048576 8
 	r=$?
-	wait "$spid"
 	tail -3 "$tmp/cli"
 	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
 	on_b "$NN_SR" status | sed -n '/roce v2/,/^process/p'
@@ -318,15 +327,11 @@ mode_holes() {
 # so the window holds four): the WRITEs sent after it are placed ahead by
 # the responder, not dropped and sent again (resp.c, place_ahead).
 mode_ahead() {
-	local port=$((20000 + RANDOM % 20000)) r dp pa
+	local r dp pa
 	on_b "$NN_SR" fault "dir=tx,drop_nth=20"
 	check "the rule is set" test $? = 0
-	nn_bg a "$tmp/srv" timeout 60 ib_write_bw -x "$ga" -p "$port" -s 65536 -n 40 -F
-	local spid=$NN_LAST_PID
-	nn_wait_port a "$port" || { echo "server did not listen"; cat "$tmp/srv"; }
-	on_b timeout 60 ib_write_bw -x "$gb" -p "$port" -s 65536 -n 40 -F "$(addr_a)" >"$tmp/cli" 2>&1
+	wbw 65536 40
 	r=$?
-	wait "$spid"
 	tail -3 "$tmp/cli"
 	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
 	on_b "$NN_SR" status | sed -n '/roce v2/,/^process/p'
@@ -349,15 +354,11 @@ mode_ahead() {
 # that answers it (req.c, rec_span), instead of the link waiting for that
 # round trip.
 mode_span() {
-	local port=$((20000 + RANDOM % 20000)) r out
+	local r out
 	on_b "$NN_SR" fault "dir=tx,drop_nth=300" && on_b "$NN_SR" trace "$tmp/b.pcap"
 	check "the rule and the capture are set" test $? = 0
-	nn_bg a "$tmp/srv" timeout 60 ib_write_bw -x "$ga" -p "$port" -s 1048576 -n 5 -F
-	local spid=$NN_LAST_PID
-	nn_wait_port a "$port" || { echo "server did not listen"; cat "$tmp/srv"; }
-	on_b timeout 60 ib_write_bw -x "$gb" -p "$port" -s 1048576 -n 5 -F "$(addr_a)" >"$tmp/cli" 2>&1
+	wbw 1048576 5
 	r=$?
-	wait "$spid"
 	on_b "$NN_SR" trace off
 	[ "$r" = 0 ] || { cat "$tmp/cli" "$tmp/srv"; }
 	check "ib_write_bw -s 1 MiB -n 5 completes ($r)" test "$r" = 0
