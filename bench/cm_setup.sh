@@ -5,10 +5,15 @@
 # kernel's TCP doing the same N connects and closes on the same path
 # (bench/tcp_setup.c), on one host (127.0.0.1, a private softrdmad) and, as
 # root, across two network namespaces joined by a veth (tests/lib_netns.sh).
-# Rounds interleave the four measurements, the order flipping each round.
+# Rounds interleave the measurements, the order flipping each round.
+# Across namespaces each round runs twice: as placed by the scheduler
+# (twohost: both hosts' processes share both vCPUs) and with one CPU per
+# host (twohost_cpu: host a's daemon and server on CPU 1, host b's daemon
+# and client on CPU 0, TCP's server and client the same), which is how two
+# machines are placed; a machine with fewer than two CPUs skips that one.
 #   bench/cm_setup.sh BUILD_DIR OUT_FILE [ROUNDS] [N]
 # OUT_FILE gets one line per measurement:
-#   ROUND PATH(onehost|twohost) TOOL(cmtime|tcp) STEP MS
+#   ROUND PATH(onehost|twohost|twohost_cpu) TOOL(cmtime|tcp) STEP MS
 # with STEP one of addr, route, qp, connect, disconnect (tcp: connect,
 # disconnect only); a failed run writes STEP "fail".
 set -u
@@ -79,32 +84,64 @@ one_tcp() {
 
 # ---- two hosts (root)
 [ "$(id -u)" = 0 ] || exit 0
+# host_cpu a|b: the taskset prefix that keeps a host on its own CPU
+# (PLACE=cpu), none otherwise; the daemon's threads are moved there too
+host_cpu() {
+	[ "$PLACE" = cpu ] || return 0
+	local c=1 d=$NN_DPID_A
+	[ "$1" = b ] && c=0 d=$NN_DPID_B
+	[ -n "${2:-}" ] && taskset -a -p -c "$c" "$d" >/dev/null
+	echo taskset -c "$c"
+}
+# place: every thread of both daemons on the placement of this run
+place() {
+	if [ "$PLACE" = cpu ]; then
+		host_cpu a daemon >/dev/null
+		host_cpu b daemon >/dev/null
+	else
+		taskset -a -p -c "0-$(($(nproc) - 1))" "$NN_DPID_A" >/dev/null
+		taskset -a -p -c "0-$(($(nproc) - 1))" "$NN_DPID_B" >/dev/null
+	fi
+}
 two_cmtime() {
 	local p log
 	p=$(port) log=$(mktemp)
-	nn_bg a /dev/null timeout 120 "$NN_SR" run -q -- cmtime -p "$p"
+	place
+	nn_bg a /dev/null timeout 120 $(host_cpu a) "$NN_SR" run -q -- cmtime -p "$p"
 	for _ in $(seq 200); do on_a "$NN_SR" status | grep -q "LISTEN .*:$p " && break; sleep 0.02; done
-	on_b timeout 120 "$NN_SR" run -q -- cmtime -s "$(addr_a)" -p "$p" -c "$N" >"$log" 2>&1
+	on_b timeout 120 $(host_cpu b) "$NN_SR" run -q -- cmtime -s "$(addr_a)" -p "$p" -c "$N" >"$log" 2>&1
 	kill "$NN_LAST_PID" 2>/dev/null
 	wait "$NN_LAST_PID" 2>/dev/null
-	cmtime_parse "$1" twohost "$log"
+	cmtime_parse "$1" "$2" "$log"
 	rm -f "$log"
 }
 two_tcp() {
 	local p log
 	p=$(port) log=$(mktemp)
-	nn_bg a /dev/null "$TCPS" server "$p" "$N"
+	nn_bg a /dev/null $(host_cpu a) "$TCPS" server "$p" "$N"
 	nn_wait_port a "$p"
-	on_b timeout 60 "$TCPS" client "$(addr_a)" "$p" "$N" >"$log" 2>&1
+	on_b timeout 60 $(host_cpu b) "$TCPS" client "$(addr_a)" "$p" "$N" >"$log" 2>&1
 	wait "$NN_LAST_PID" 2>/dev/null
-	tcp_parse "$1" twohost "$log"
+	tcp_parse "$1" "$2" "$log"
 	rm -f "$log"
 }
 (
 	source "$ROOT/tests/lib_netns.sh"
 	nn_setup "$BUILD" 1500 || exit 0
+	places="any"
+	[ "$(nproc)" -ge 2 ] && places="any cpu"
 	for r in $(seq 1 "$ROUNDS"); do
-		if [ $((r % 2)) = 1 ]; then two_cmtime "$r"; two_tcp "$r"; else two_tcp "$r"; two_cmtime "$r"; fi
+		for PLACE in $places; do
+			path=twohost
+			[ "$PLACE" = cpu ] && path=twohost_cpu
+			if [ $((r % 2)) = 1 ]; then
+				two_cmtime "$r" $path
+				two_tcp "$r" $path
+			else
+				two_tcp "$r" $path
+				two_cmtime "$r" $path
+			fi
+		done
 	done
 )
 exit 0

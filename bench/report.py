@@ -873,7 +873,10 @@ if cm_rows:
               "them at once and timed until the last is done) against the kernel's TCP doing 1,000 non-blocking "
               "connects and then 1,000 shutdowns on the same path (bench/tcp_setup.c: connect = until every "
               "socket is connected, disconnect = until every peer's FIN is back), on one host (127.0.0.1) and "
-              "across the veth between two namespaces, interleaved rounds, medians (min–max). A full rdma_cm "
+              "across the veth between two namespaces, interleaved rounds, medians (min–max); across namespaces "
+              "twice: as the scheduler places both hosts' processes on both vCPUs, and with one CPU per host "
+              "(host a's daemon and server pinned to CPU 1, host b's to CPU 0, TCP's two ends alike), as two "
+              "machines are placed. A full rdma_cm "
               "connect is resolve address + resolve route + connect (REQ/REP/RTU); creating the QPs is shown "
               "apart (TCP has nothing like it).\n")
     md.append("| path | cmtime resolve addr | resolve route | create QP | connect | full connect | disconnect "
@@ -887,7 +890,9 @@ if cm_rows:
         t = summ(list(vals))
         return f"{t[0]:.0f} ms ({t[1]:.0f}–{t[2]:.0f})" if t else "–"
 
-    for path in ("onehost", "twohost"):
+    labels = {"onehost": "one host", "twohost": "two hosts",
+              "twohost_cpu": "two hosts, one CPU each"}
+    for path in ("onehost", "twohost", "twohost_cpu"):
         addr, route, qp = cmv(path, "cmtime", "addr"), cmv(path, "cmtime", "route"), cmv(path, "cmtime", "qp")
         conn, disc = cmv(path, "cmtime", "connect"), cmv(path, "cmtime", "disconnect")
         tconn, tdisc = cmv(path, "tcp", "connect"), cmv(path, "tcp", "disconnect")
@@ -896,7 +901,7 @@ if cm_rows:
         full = {r: addr[r] + route[r] + conn[r] for r in conn if r in addr and r in route}
         ratio = [full[r] / tconn[r] for r in full if r in tconn and tconn[r] > 0]
         rt = summ(ratio)
-        md.append(f"| {'one host' if path == 'onehost' else 'two hosts'} | {fmt(addr.values())} | "
+        md.append(f"| {labels[path]} | {fmt(addr.values())} | "
                   f"{fmt(route.values())} | {fmt(qp.values())} | {fmt(conn.values())} | {fmt(full.values())} | "
                   f"{fmt(disc.values())} | {fmt(tconn.values())} | {fmt(tdisc.values())} | "
                   f"{f'{rt[0]:.1f}× ({rt[1]:.1f}–{rt[2]:.1f})' if rt else '–'} | "
