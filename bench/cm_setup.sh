@@ -8,9 +8,10 @@
 # Rounds interleave the measurements, the order flipping each round.
 # Across namespaces each round runs twice: as placed by the scheduler
 # (twohost: both hosts' processes share both vCPUs) and with one CPU per
-# host (twohost_cpu: host a's daemon and server on CPU 1, host b's daemon
-# and client on CPU 0, TCP's server and client the same), which is how two
-# machines are placed; a machine with fewer than two CPUs skips that one.
+# host (twohost_cpu: host b's daemon and client on the first CPU this
+# script may use, host a's daemon and server on the second, TCP's client
+# and server the same), which is how two machines are placed; with fewer
+# than two CPUs that one is skipped.
 #   bench/cm_setup.sh BUILD_DIR OUT_FILE [ROUNDS] [N]
 # OUT_FILE gets one line per measurement:
 #   ROUND PATH(onehost|twohost|twohost_cpu) TOOL(cmtime|tcp) STEP MS
@@ -84,12 +85,20 @@ one_tcp() {
 
 # ---- two hosts (root)
 [ "$(id -u)" = 0 ] || exit 0
-# host_cpu a|b: the taskset prefix that keeps a host on its own CPU
-# (PLACE=cpu), none otherwise; the daemon's threads are moved there too
+# the CPUs this script may use (a cpuset may allow others than 0..n-1):
+# host b gets the first, host a the second
+CPUS_ALLOWED=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/$$/status)
+CPU_LIST=()
+for r in ${CPUS_ALLOWED//,/ }; do
+	for ((c = ${r%-*}; c <= ${r#*-}; c++)); do CPU_LIST+=("$c"); done
+done
+# host_cpu a|b [daemon]: the taskset prefix that keeps a host on its own
+# CPU (PLACE=cpu), none otherwise; with "daemon", that host's daemon's
+# threads are moved there
 host_cpu() {
 	[ "$PLACE" = cpu ] || return 0
-	local c=1 d=$NN_DPID_A
-	[ "$1" = b ] && c=0 d=$NN_DPID_B
+	local c=${CPU_LIST[1]} d=$NN_DPID_A
+	[ "$1" = b ] && c=${CPU_LIST[0]} d=$NN_DPID_B
 	[ -n "${2:-}" ] && taskset -a -p -c "$c" "$d" >/dev/null
 	echo taskset -c "$c"
 }
@@ -99,8 +108,8 @@ place() {
 		host_cpu a daemon >/dev/null
 		host_cpu b daemon >/dev/null
 	else
-		taskset -a -p -c "0-$(($(nproc) - 1))" "$NN_DPID_A" >/dev/null
-		taskset -a -p -c "0-$(($(nproc) - 1))" "$NN_DPID_B" >/dev/null
+		taskset -a -p -c "$CPUS_ALLOWED" "$NN_DPID_A" >/dev/null
+		taskset -a -p -c "$CPUS_ALLOWED" "$NN_DPID_B" >/dev/null
 	fi
 }
 two_cmtime() {
@@ -129,7 +138,7 @@ two_tcp() {
 	source "$ROOT/tests/lib_netns.sh"
 	nn_setup "$BUILD" 1500 || exit 0
 	places="any"
-	[ "$(nproc)" -ge 2 ] && places="any cpu"
+	[ "${#CPU_LIST[@]}" -ge 2 ] && places="any cpu"
 	for r in $(seq 1 "$ROUNDS"); do
 		for PLACE in $places; do
 			path=twohost

@@ -875,7 +875,7 @@ if cm_rows:
               "socket is connected, disconnect = until every peer's FIN is back), on one host (127.0.0.1) and "
               "across the veth between two namespaces, interleaved rounds, medians (min–max); across namespaces "
               "twice: as the scheduler places both hosts' processes on both vCPUs, and with one CPU per host "
-              "(host a's daemon and server pinned to CPU 1, host b's to CPU 0, TCP's two ends alike), as two "
+              "(each host's daemon and program pinned to a CPU of its own, TCP's two ends alike), as two "
               "machines are placed. A full rdma_cm "
               "connect is resolve address + resolve route + connect (REQ/REP/RTU); creating the QPs is shown "
               "apart (TCP has nothing like it).\n")
