@@ -47,7 +47,8 @@
 #                              their packets dropped), the hole resent alone
 #   fault.sh BUILD_DIR span    one loss in a stream of 1 MiB WRITEs,
 #                              captured on b: after the resend, new packets
-#                              leave before the ACK that answers it
+#                              leave before the ACK that answers it (up to
+#                              three runs: a run may not be able to show it)
 # Needs root for the namespaces (skipped, 77, otherwise) and tshark for
 # trace, ud and span.
 set -u
