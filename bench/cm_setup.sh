@@ -92,33 +92,25 @@ CPU_LIST=()
 for r in ${CPUS_ALLOWED//,/ }; do
 	for ((c = ${r%-*}; c <= ${r#*-}; c++)); do CPU_LIST+=("$c"); done
 done
-# host_cpu a|b [daemon]: the taskset prefix that keeps a host on its own
-# CPU (PLACE=cpu), none otherwise; with "daemon", that host's daemon's
-# threads are moved there
-host_cpu() {
-	[ "$PLACE" = cpu ] || return 0
-	local c=${CPU_LIST[1]} d=$NN_DPID_A
-	[ "$1" = b ] && c=${CPU_LIST[0]} d=$NN_DPID_B
-	[ -n "${2:-}" ] && taskset -a -p -c "$c" "$d" >/dev/null
-	echo taskset -c "$c"
-}
+# cpu_of a|b: the CPU that host keeps to with one CPU per host
+cpu_of() { if [ "$1" = b ]; then echo "${CPU_LIST[0]}"; else echo "${CPU_LIST[1]}"; fi; }
+# on_cpu a|b: the taskset prefix for a program of that host (none unless
+# PLACE=cpu)
+on_cpu() { [ "$PLACE" != cpu ] || echo taskset -c "$(cpu_of "$1")"; }
 # place: every thread of both daemons on the placement of this run
 place() {
-	if [ "$PLACE" = cpu ]; then
-		host_cpu a daemon >/dev/null
-		host_cpu b daemon >/dev/null
-	else
-		taskset -a -p -c "$CPUS_ALLOWED" "$NN_DPID_A" >/dev/null
-		taskset -a -p -c "$CPUS_ALLOWED" "$NN_DPID_B" >/dev/null
-	fi
+	local ca=$CPUS_ALLOWED cb=$CPUS_ALLOWED
+	[ "$PLACE" = cpu ] && ca=$(cpu_of a) cb=$(cpu_of b)
+	taskset -a -p -c "$ca" "$NN_DPID_A" >/dev/null
+	taskset -a -p -c "$cb" "$NN_DPID_B" >/dev/null
 }
 two_cmtime() {
 	local p log
 	p=$(port) log=$(mktemp)
 	place
-	nn_bg a /dev/null timeout 120 $(host_cpu a) "$NN_SR" run -q -- cmtime -p "$p"
+	nn_bg a /dev/null timeout 120 $(on_cpu a) "$NN_SR" run -q -- cmtime -p "$p"
 	for _ in $(seq 200); do on_a "$NN_SR" status | grep -q "LISTEN .*:$p " && break; sleep 0.02; done
-	on_b timeout 120 $(host_cpu b) "$NN_SR" run -q -- cmtime -s "$(addr_a)" -p "$p" -c "$N" >"$log" 2>&1
+	on_b timeout 120 $(on_cpu b) "$NN_SR" run -q -- cmtime -s "$(addr_a)" -p "$p" -c "$N" >"$log" 2>&1
 	kill "$NN_LAST_PID" 2>/dev/null
 	wait "$NN_LAST_PID" 2>/dev/null
 	cmtime_parse "$1" "$2" "$log"
@@ -127,9 +119,9 @@ two_cmtime() {
 two_tcp() {
 	local p log
 	p=$(port) log=$(mktemp)
-	nn_bg a /dev/null $(host_cpu a) "$TCPS" server "$p" "$N"
+	nn_bg a /dev/null $(on_cpu a) "$TCPS" server "$p" "$N"
 	nn_wait_port a "$p"
-	on_b timeout 60 $(host_cpu b) "$TCPS" client "$(addr_a)" "$p" "$N" >"$log" 2>&1
+	on_b timeout 60 $(on_cpu b) "$TCPS" client "$(addr_a)" "$p" "$N" >"$log" 2>&1
 	wait "$NN_LAST_PID" 2>/dev/null
 	tcp_parse "$1" "$2" "$log"
 	rm -f "$log"
