@@ -253,6 +253,11 @@ bool sr_cm_tick(struct sr_daemon *d);
  * MADs, after every request and tick, then costs no system call). */
 int sr_cm_wire_fd(void);
 void sr_cm_wire_clear(void);
+/* Readable when QP1's own member of the socket group holds datagrams (-1:
+ * none); the poll loop says so with sr_cm_wire_sock_ready, and the next
+ * sr_cm_tick (or request) reads them. */
+int sr_cm_wire_sock(void);
+void sr_cm_wire_sock_ready(void);
 /* malloc'd text for `softrdma status` (cm_status.c), NULL without a CM */
 char *sr_cm_status_text(struct sr_daemon *d);
 

@@ -110,8 +110,10 @@ static int add_engine_client(struct sr_daemon *d)
 	if (ret) {
 		close(sp[1]);
 		sr_info("RoCEv2 engine off: %s", strerror(-ret));
+		return ret;
 	}
-	return ret;
+	sr_engine_gsi_attach(d->arena); /* the CM agent's own QP1 I/O (gsi.c) */
+	return 0;
 }
 
 static bool has_resource_clients(const struct sr_daemon *d)
@@ -209,8 +211,10 @@ int main(int argc, char **argv)
 	idle_since = sr_daemon_now_ms();
 
 	while (!sr_stop) {
-		size_t n = 2; /* the listening socket and the CM's wire MADs */
-		int wire_fd = sr_cm_wire_fd();
+		/* the listening socket and the CM's wire MADs: through the
+		 * engine, and on QP1's own socket */
+		size_t n = 3;
+		int wire_fd = sr_cm_wire_fd(), wire_sock = sr_cm_wire_sock();
 
 		for (struct sr_client *c = d.clients; c; c = c->next)
 			n++;
@@ -238,16 +242,19 @@ int main(int argc, char **argv)
 		}
 		/* last, outside the clients' range: sr_cm_tick below takes them */
 		pfd[n] = (struct pollfd){.fd = wire_fd, .events = POLLIN};
+		pfd[n + 1] = (struct pollfd){.fd = wire_sock, .events = POLLIN};
 		/* right after a request the next one often follows within
 		 * microseconds: look again for a while before sleeping */
-		ret = active ? sr_ctl_spin_poll(pfd, n + 1) : 0;
+		ret = active ? sr_ctl_spin_poll(pfd, n + 2) : 0;
 		if (ret == 0)
-			ret = poll(pfd, n + 1, waiting || deferred ? 1 : 100);
+			ret = poll(pfd, n + 2, waiting || deferred ? 1 : 100);
 		active = ret > 0;
 		if (ret < 0 && errno != EINTR)
 			break;
 		if (ret > 0 && pfd[n].revents & POLLIN)
 			sr_cm_wire_clear(); /* before sr_cm_tick takes the MADs */
+		if (ret > 0 && pfd[n + 1].revents & POLLIN)
+			sr_cm_wire_sock_ready();
 		if (ret > 0) {
 			/* serve clients first: accept_client changes the list head */
 			for (size_t i = 1; i < n; i++) {

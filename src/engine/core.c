@@ -18,6 +18,7 @@
 #include "core/env.h"
 #include "core/procstat.h"
 #include "core/shmlock.h"
+#include "engine/doorbell.h"
 #include "engine/engine.h"
 #include "engine/rx_member.h"
 #include "shm/exec.h"
@@ -309,6 +310,47 @@ int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsign
 	}
 	e->congested = false; /* (packets handled later, e.g. held ones, were not in it) */
 	return n;
+}
+
+bool sr_eng_rxfwd(void *arena, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		  const uint8_t *dgid, uint16_t sport)
+{
+	struct sr_arena_hdr *h = arena;
+	struct sr_udtx_slot *t;
+	uint64_t pos;
+
+	if (len > SR_UDTX_DATA || !(t = sr_slotq_claim(sr_rxfwd_q(h), &pos))) {
+		atomic_fetch_add_explicit(&h->rxfwd_full, 1, memory_order_relaxed);
+		return false; /* lost as on a full receive queue; MADs are resent */
+	}
+	memcpy(t->sgid, sgid, 16);
+	memcpy(t->dgid, dgid, 16);
+	t->qpn = sport;
+	t->hlen = 0;
+	t->paylen = len;
+	memcpy(t->data, buf, len);
+	sr_mpsc_publish(&t->seq, pos, 0);
+	return true;
+}
+
+static void add_new(const _Atomic uint64_t *v, uint64_t *shown, _Atomic uint64_t *to, int n)
+{
+	for (int i = 0; i < n; i++) {
+		uint64_t x = atomic_load_explicit(&v[i], memory_order_relaxed);
+
+		if (x != shown[i]) {
+			atomic_fetch_add_explicit(&to[i], x - shown[i], memory_order_relaxed);
+			shown[i] = x;
+		}
+	}
+}
+
+void sr_eng_counts_publish(const struct sr_engine *e, uint64_t *shown_cnt, uint64_t *shown_drops)
+{
+	struct sr_arena_hdr *h = e->arena;
+
+	add_new(e->cnt, shown_cnt, h->app_cnt, SR_ENG_CNT_MAX);
+	add_new(e->drops, shown_drops, h->app_drops, SR_DROP_MAX);
 }
 
 static void drop(struct sr_engine *e, enum sr_drop why)

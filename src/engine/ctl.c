@@ -271,7 +271,24 @@ void sr_eng_ctl_poll(struct sr_engine *e)
 		snap(e, &mb.snap);
 		break;
 	}
-	/* the engine's writes (snapshot, old capture) happen-before the
-	 * daemon's reads of them */
+	/* what goes through the taps now is published before the ack: the
+	 * daemon's thread, which sends and reads QP1 itself unless they are
+	 * on (gsi.c), does not send a MAD past a capture it just started */
+	sr_eng_taps_publish(e);
+	/* the engine's writes (snapshot, old capture, taps) happen-before
+	 * the daemon's reads of them */
 	atomic_store_explicit(&mb.ack, r, memory_order_release);
+}
+
+void sr_eng_taps_publish(struct sr_engine *e)
+{
+	struct sr_arena_hdr *h = e->arena;
+
+	/* posting threads hand their UD datagrams to us while these are on */
+	atomic_store_explicit(&h->wire_taps, e->trace || (e->fault && sr_fault_tx_on(e->fault)),
+			      memory_order_relaxed);
+	/* packets held for delay or reorder, and the capture, are the
+	 * engine's alone: the receive halves then read nothing */
+	atomic_store_explicit(&h->rx_taps, e->trace || (e->fault && sr_fault_holds(e->fault)),
+			      memory_order_relaxed);
 }

@@ -49,6 +49,10 @@ struct sr_eng_snap {
 	struct sr_eng_qp_snap qps[SR_ENG_SNAP_QPS];
 };
 
+/* Engine thread: h->wire_taps and h->rx_taps from its capture and fault
+ * rules (layout.h), each loop turn and before it acks a request. */
+void sr_eng_taps_publish(struct sr_engine *e);
+
 /* The daemon's side (its thread only).  -ENOTSUP: no engine on this host. */
 /* Installs a copy of cfg (NULL or off: no fault). */
 int sr_engine_fault(const struct sr_fault_cfg *cfg);

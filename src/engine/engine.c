@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <linux/sockios.h>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "core/shmlock.h"
 #include "engine/ctl.h"
@@ -531,15 +532,7 @@ static void *engine_main(void *arg)
 
 		sr_epoch_enter(e->arena);
 		sr_eng_ctl_poll(e); /* the daemon's requests (ctl.h) */
-		/* posting threads hand their UD datagrams to us while these are on */
-		atomic_store_explicit(&h->wire_taps,
-				      e->trace || (e->fault && sr_fault_tx_on(e->fault)),
-				      memory_order_relaxed);
-		/* packets held for delay or reorder, and the capture, are the
-		 * engine's alone: the receive halves then read nothing */
-		atomic_store_explicit(&h->rx_taps,
-				      e->trace || (e->fault && sr_fault_holds(e->fault)),
-				      memory_order_relaxed);
+		sr_eng_taps_publish(e);
 		e->now = sr_eng_clock();
 		run_doorbells(e);
 		run_udtx(e);
@@ -824,9 +817,19 @@ static void *engine_start_thread(void *arg)
 	return engine_boot(e);
 }
 
+/* Whether QP1 gets a member of its own, which the daemon's thread reads
+ * (gsi.c); SOFTRDMA_CM_OWN_QP1=0: the engine takes QP1 with member 0. */
+static bool qp1_own(void)
+{
+	static int on = -1;
+
+	return sr_env_on("SOFTRDMA_CM_OWN_QP1", &on);
+}
+
 int sr_engine_start(int sock)
 {
 	struct sr_engine *e;
+	int qp1_sock = -1;
 	const char *env = getenv("SOFTRDMA_ROCE");
 	int ret;
 
@@ -845,11 +848,11 @@ int sr_engine_start(int sock)
 	/* bound now: the daemon gives processes members before the thread runs */
 	engine_rx_salt = sr_random32() % SR_RX_MEMBERS;
 	ret = sr_udp_socket_group(SR_ROCE_PORT, SR_QPN_MEMBER_SHIFT, engine_rx_salt,
-				  engine_rx_socks, SR_RX_MEMBERS);
+				  engine_rx_socks, SR_RX_MEMBERS, qp1_own() ? &qp1_sock : NULL);
 	engine_nrx = ret > 0 ? (unsigned)ret : 0;
 	if (ret < 0)
 		engine_rx_socks[0] = ret; /* the thread says why */
-	ret = sr_eng_gsi_init();
+	ret = sr_eng_gsi_init(qp1_sock);
 	if (ret)
 		return ret;
 	e->rx_sock = sock;

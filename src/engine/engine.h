@@ -461,6 +461,15 @@ typedef void (*sr_eng_rx_fn)(struct sr_engine *e, uint8_t *buf, uint32_t len, co
  * or -errno. */
 int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsigned nb,
 		   sr_eng_rx_fn fn);
+/* A datagram only the engine thread takes (QP1's MADs, multicast) read by
+ * another thread: queued for it in the arena (run_rxfwd); false if the
+ * queue was full (lost, as on a full receive queue, and counted).  The
+ * caller then wakes the engine. */
+bool sr_eng_rxfwd(void *arena, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
+		  const uint8_t *dgid, uint16_t sport);
+/* What another thread's engine e counted since *shown_cnt, *shown_drops
+ * (its last call), into the host's counters (`softrdma status`). */
+void sr_eng_counts_publish(const struct sr_engine *e, uint64_t *shown_cnt, uint64_t *shown_drops);
 /* Whether an opcode is of the QP type's transport (C9-xx, A14). */
 bool sr_eng_opcode_fits(uint8_t opcode, uint32_t type);
 /* Parses a datagram and checks its ICRC into *p: false if dropped (counted). */
@@ -541,14 +550,17 @@ struct sr_gsi_mad {
 	uint8_t sgid[16], dgid[16]; /* ours and the peer's (sending), or the other way */
 	uint8_t mad[SR_GSI_MAD_SIZE];
 };
-/* Sets up the receive wake-up (before the engine starts); 0 or -errno. */
-int sr_eng_gsi_init(void);
+/* Sets up the receive wake-up (before the engine starts), and the CM
+ * agent's own member of the socket group, qp1_sock (-1: none; QP1's
+ * datagrams then come through the engine); 0 or -errno. */
+int sr_eng_gsi_init(int qp1_sock);
 /* Engine thread: sends the MADs the daemon queued; a datagram for QP1. */
 void sr_eng_gsi_turn(struct sr_engine *e);
 void sr_eng_gsi_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
 		   const uint8_t *dgid);
-/* Daemon thread: queues a MAD for the wire (-ENOTSUP: no engine on this
- * host, -ENOBUFS: queue full); the fd that becomes readable when MADs came
+/* Daemon thread: sends a MAD (1: from this thread, see below) or queues it
+ * for the engine (0; -ENOTSUP: no engine on this host, -ENOBUFS: queue
+ * full); the fd that becomes readable when MADs came
  * (-1: no engine), cleared by sr_engine_gsi_clear once a poll found it
  * readable (before the MADs are taken, so none is left behind); takes up
  * to max of them (the fd made readable again if more wait); MADs lost to
@@ -558,6 +570,23 @@ int sr_engine_gsi_fd(void);
 void sr_engine_gsi_clear(void);
 unsigned sr_engine_gsi_recv(struct sr_gsi_mad *out, unsigned max);
 uint64_t sr_engine_gsi_dropped(void);
+/* Daemon thread: QP1's own member of the socket group, which it reads
+ * itself, and MADs it sends itself.  sr_engine_gsi_attach sets both up on
+ * the daemon's mapping of the arena, once the engine started with such a
+ * member (nothing otherwise: everything then goes through the engine).
+ * sr_engine_gsi_sock: the member (-1: none).  sr_engine_gsi_read reads
+ * what it holds (up to a batch) and hands each MAD that passes the
+ * engine's checks to fn; datagrams the engine must see (a capture, held
+ * faults: rx_taps) go to the engine instead, which queues them for
+ * sr_engine_gsi_recv.  Returns whether it read a full batch (more may
+ * wait).  sr_engine_gsi_send sends from this thread while nothing is to be
+ * captured or held on the way out (wire_taps), batched until
+ * sr_engine_gsi_flush, which the CM calls when a request or tick is done. */
+typedef void (*sr_gsi_mad_fn)(void *arg, const struct sr_gsi_mad *m);
+void sr_engine_gsi_attach(void *arena);
+int sr_engine_gsi_sock(void);
+bool sr_engine_gsi_read(sr_gsi_mad_fn fn, void *arg);
+void sr_engine_gsi_flush(void);
 
 /* The daemon's side: starts the engine thread (its context connected to
  * the daemon through `sock`), or returns -errno. */

@@ -1,24 +1,40 @@
 /*
  * QP1, the General Services Interface, on the RoCEv2 wire: how the
  * daemon's CM agent (src/daemon/cm) exchanges its MADs with the agent of
- * another host.  The daemon's thread hands a MAD and its two GIDs to the
- * engine (sr_engine_gsi_send); the engine thread builds the datagram as it
- * builds every other one (sr_eng_send: UD SEND_ONLY to destination QP 1,
- * DETH with the GSI Q_Key 0x80010000 and source QP 1, the default P_Key),
- * so the fault injector and `softrdma trace` see it.  A datagram that
- * arrives for QP 1 is checked (opcode, P_Key, Q_Key, a 256-byte MAD) and
- * queued for the daemon, whose poll loop wakes on an eventfd and passes it
- * to the CM state machine (sr_engine_gsi_recv), the same one that serves
- * connections within the host.
+ * another host.  A MAD goes out as every other datagram is built (gsi_send,
+ * sr_eng_send: UD SEND_ONLY to destination QP 1, DETH with the GSI Q_Key
+ * 0x80010000 and source QP 1, the default P_Key); a datagram that arrives
+ * for QP 1 is parsed and its ICRC checked as every other one, then checked
+ * as the GSI's (opcode, P_Key, Q_Key, a 256-byte MAD) and handed to the CM
+ * state machine, the same one that serves connections within the host.
  *
- * The two queues are the only state the two threads share here: a mutex
- * guards each, taken once per batch; the engine looks at an atomic count
- * first, so an idle CM costs it one load per loop turn.  A full queue drops
- * the MAD, as a full QP1 receive queue would: the CM's retransmission
- * recovers it.
+ * Two ways, one code.  As a rule the daemon's thread does both itself, as
+ * a posting thread and a receive half do for a process's QPs (shm/wire_tx.c,
+ * shm/wire_rx.c), on an sr_engine of its own whose counters go into the
+ * host's: it sends from a socket of its own, and QP1 has a member of the
+ * engine's socket group of its own (wire/udp.c steers destination QP 1 to
+ * it), which its poll loop watches.  A MAD then wakes one thread, the peer's
+ * CM agent, instead of this host's engine, the peer's engine and then the
+ * agent; measured, that is most of a two-host connect (docs/architecture.md,
+ * "The CM agent's own QP1").  Receive fault rules that drop, duplicate or
+ * corrupt it applies itself.  What must go through the engine thread does:
+ * everything while a capture runs or a fault rule holds or sends packets
+ * (wire_taps, rx_taps: the thread then queues MADs for the engine, and
+ * forwards what it reads to it through the arena, rxfwd), and everything
+ * when the kernel gave no socket group or SOFTRDMA_CM_OWN_QP1=0.  On that
+ * path the engine pops the MADs the daemon queued (gsi_tx) and queues the
+ * ones it received (gsi_rx) for the daemon, whose poll loop wakes on an
+ * eventfd (sr_engine_gsi_recv).
+ *
+ * The two queues and the PSN counter are the only state the two threads
+ * share here: a mutex guards each queue, taken once per batch; the engine
+ * looks at an atomic count first, so an idle CM costs it one load per loop
+ * turn.  A full queue drops the MAD, as a full QP1 receive queue would: the
+ * CM's retransmission recovers it.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -75,11 +91,55 @@ static unsigned pop(struct gsi_queue *q, struct sr_gsi_mad *out, unsigned max)
 	return k;
 }
 
-int sr_eng_gsi_init(void)
+static int gsi_sock = -1; /* QP1's own member of the socket group */
+
+#define GSI_READ_BUFS 4
+
+/* The daemon thread's receive half and sender for QP1. */
+struct gsi_direct {
+	struct sr_engine e; /* first: the receive callback gets &e */
+	uint64_t shown_cnt[SR_ENG_CNT_MAX], shown_drops[SR_DROP_MAX];
+	sr_gsi_mad_fn fn;
+	void *arg;
+	bool kick;   /* datagrams queued for the engine */
+	int tx_sock; /* sends: a socket of its own (-1: through the engine) */
+	uint16_t tx_sport;
+	struct sr_eng_rxbuf b[GSI_READ_BUFS];
+};
+
+static struct gsi_direct *direct;
+
+int sr_eng_gsi_init(int qp1_sock)
 {
+	gsi_sock = qp1_sock;
+	if (gsi_sock >= 0 && !(direct = calloc(1, sizeof(*direct)))) {
+		/* a member nobody reads: out of the group, QP1 goes by hash */
+		close(gsi_sock);
+		gsi_sock = -1;
+	}
 	if (gsi_rx_fd < 0)
 		gsi_rx_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	return gsi_rx_fd < 0 ? -errno : 0;
+}
+
+/* UD packets carry a PSN the receiver ignores (C9-xx: no PSN checks on
+ * UD); one counter for QP1, as a QP's sq_psn, whichever thread sends */
+static _Atomic uint32_t gsi_psn;
+
+/* m as a UD SEND_ONLY to QP 1 into e's transmit batch; its payload, mad,
+ * must stay until the batch is flushed. */
+static void gsi_send(struct sr_engine *e, const struct sr_gsi_mad *m, const uint8_t *mad, int sock,
+		     uint16_t sport)
+{
+	uint8_t hdr[SR_BTH_LEN + SR_DETH_LEN];
+	struct iovec iov = {(void *)mad, SR_GSI_MAD_SIZE};
+	uint32_t psn = atomic_fetch_add_explicit(&gsi_psn, 1, memory_order_relaxed);
+
+	sr_bth_put(hdr, SR_TR_UD | SR_IB_SEND_ONLY, false, 0, SR_DEFAULT_PKEY, GSI_QPN, false,
+		   psn & 0xFFFFFF);
+	sr_deth_put(hdr + SR_BTH_LEN, SR_GSI_QKEY, GSI_QPN);
+	sr_eng_send(e, NULL, m->sgid, m->dgid, sock, sport, hdr, sizeof(hdr), &iov, 1,
+		    SR_GSI_MAD_SIZE);
 }
 
 /* ---- the engine thread ---- */
@@ -89,26 +149,44 @@ void sr_eng_gsi_turn(struct sr_engine *e)
 	/* read in place when the batch is flushed: kept until the end of
 	 * this function, which flushes */
 	static struct sr_gsi_mad out[SR_ENG_TX_BATCH];
-	static uint32_t psn;
 	unsigned n = pop(&gsi_tx, out, SR_ENG_TX_BATCH);
-	int sock = e->socks[GSI_QPN % SR_ENG_SOCKS];
-	uint16_t sport = e->sports[GSI_QPN % SR_ENG_SOCKS];
 
-	for (unsigned i = 0; i < n; i++) {
-		uint8_t hdr[SR_BTH_LEN + SR_DETH_LEN];
-		struct iovec iov = {out[i].mad, SR_GSI_MAD_SIZE};
-
-		/* UD packets carry a PSN the receiver ignores (C9-xx: no PSN
-		 * checks on UD); one counter for QP1, as a QP's sq_psn */
-		sr_bth_put(hdr, SR_TR_UD | SR_IB_SEND_ONLY, false, 0, SR_DEFAULT_PKEY, GSI_QPN,
-			   false, psn);
-		psn = sr_psn_add(psn, 1);
-		sr_deth_put(hdr + SR_BTH_LEN, SR_GSI_QKEY, GSI_QPN);
-		sr_eng_send(e, NULL, out[i].sgid, out[i].dgid, sock, sport, hdr, sizeof(hdr), &iov,
-			    1, SR_GSI_MAD_SIZE);
-	}
+	for (unsigned i = 0; i < n; i++)
+		gsi_send(e, &out[i], out[i].mad, e->socks[GSI_QPN % SR_ENG_SOCKS],
+			 e->sports[GSI_QPN % SR_ENG_SOCKS]);
 	if (n)
 		sr_eng_flush_tx(e);
+}
+
+/* The GSI's receive checks on a parsed datagram for QP1 (counted if not). */
+static bool gsi_ok(struct sr_engine *e, const struct sr_pkt *p)
+{
+	if (p->bth.opcode != (SR_TR_UD | SR_IB_SEND_ONLY)) {
+		sr_eng_count(&e->drops[SR_DROP_TRANSPORT], 1);
+		return false;
+	}
+	/* QP1 answers on every P_Key of the port; ours has one, the default */
+	if ((p->bth.pkey & 0x7fff) != 0x7fff) {
+		sr_eng_count(&e->drops[SR_DROP_PKEY], 1);
+		return false;
+	}
+	if (p->qkey != SR_GSI_QKEY) { /* C10-xx: QP1's Q_Key is the GSI key */
+		sr_eng_count(&e->drops[SR_DROP_QKEY], 1);
+		return false;
+	}
+	if (p->paylen != SR_GSI_MAD_SIZE) { /* a MAD is exactly 256 bytes */
+		sr_eng_count(&e->drops[SR_DROP_LENGTH], 1);
+		return false;
+	}
+	return true;
+}
+
+static void mad_of(struct sr_gsi_mad *m, const struct sr_pkt *p, const uint8_t *sgid,
+		   const uint8_t *dgid)
+{
+	memcpy(m->sgid, sgid, 16);
+	memcpy(m->dgid, dgid, 16);
+	memcpy(m->mad, p->payload, SR_GSI_MAD_SIZE);
 }
 
 void sr_eng_gsi_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
@@ -117,36 +195,23 @@ void sr_eng_gsi_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *s
 	struct sr_gsi_mad m;
 	uint64_t one = 1;
 
-	if (p->bth.opcode != (SR_TR_UD | SR_IB_SEND_ONLY)) {
-		sr_eng_count(&e->drops[SR_DROP_TRANSPORT], 1);
+	if (!gsi_ok(e, p))
 		return;
-	}
-	/* QP1 answers on every P_Key of the port; ours has one, the default */
-	if ((p->bth.pkey & 0x7fff) != 0x7fff) {
-		sr_eng_count(&e->drops[SR_DROP_PKEY], 1);
-		return;
-	}
-	if (p->qkey != SR_GSI_QKEY) { /* C10-xx: QP1's Q_Key is the GSI key */
-		sr_eng_count(&e->drops[SR_DROP_QKEY], 1);
-		return;
-	}
-	if (p->paylen != SR_GSI_MAD_SIZE) { /* a MAD is exactly 256 bytes */
-		sr_eng_count(&e->drops[SR_DROP_LENGTH], 1);
-		return;
-	}
-	memcpy(m.sgid, sgid, 16);
-	memcpy(m.dgid, dgid, 16);
-	memcpy(m.mad, p->payload, SR_GSI_MAD_SIZE);
+	mad_of(&m, p, sgid, dgid);
 	if (push(&gsi_rx, &m) && write(gsi_rx_fd, &one, sizeof(one)) < 0)
 		sr_dbg("engine: gsi wake: %m");
 }
 
 /* ---- the daemon's thread ---- */
 
+static bool direct_send(const struct sr_gsi_mad *m);
+
 int sr_engine_gsi_send(const struct sr_gsi_mad *m)
 {
 	if (!sr_engine_running())
 		return -ENOTSUP;
+	if (direct_send(m))
+		return 1;
 	if (!push(&gsi_tx, m))
 		return -ENOBUFS;
 	sr_engine_kick();
@@ -184,4 +249,95 @@ uint64_t sr_engine_gsi_dropped(void)
 {
 	return atomic_load_explicit(&gsi_tx.dropped, memory_order_relaxed) +
 	       atomic_load_explicit(&gsi_rx.dropped, memory_order_relaxed);
+}
+
+/* ---- the daemon's thread: QP1's own member, and its own sends ---- */
+
+void sr_engine_gsi_attach(void *arena)
+{
+	if (!direct || direct->e.arena)
+		return;
+	direct->e.app = true;
+	direct->e.arena = arena;
+	direct->e.rx_sock = direct->e.db_fd = direct->e.ep_fd = -1;
+	direct->tx_sock = sr_udp_socket(0, &direct->tx_sport);
+	if (direct->tx_sock < 0)
+		direct->tx_sock = -1;
+}
+
+int sr_engine_gsi_sock(void)
+{
+	return direct && direct->e.arena ? gsi_sock : -1;
+}
+
+static void direct_take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
+			const uint8_t *dgid, uint16_t sport)
+{
+	struct gsi_direct *r = (struct gsi_direct *)e;
+	struct sr_arena_hdr *h = e->arena;
+	uint32_t dqpn =
+	    len >= SR_BTH_LEN ? (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7] : 0;
+	unsigned times = 1;
+	struct sr_gsi_mad m;
+	struct sr_pkt p;
+
+	/* a capture to write or packets to hold are the engine's alone; and
+	 * what is not for QP1 (the kernel steered it by the same word, so
+	 * only a runt) is the engine's to count */
+	if (dqpn != GSI_QPN || atomic_load_explicit(&h->rx_taps, memory_order_relaxed)) {
+		r->kick |= sr_eng_rxfwd(h, buf, len, sgid, dgid, sport);
+		return;
+	}
+	/* injected faults, as the engine would apply them (drop, dup, corrupt) */
+	if (sr_eng_tapped(e, SR_FAULT_RX))
+		times = sr_eng_rx_tap(e, buf, len, sgid, dgid, sport);
+	while (times--) {
+		if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p) || !gsi_ok(e, &p))
+			return;
+		mad_of(&m, &p, sgid, dgid);
+		r->fn(r->arg, &m);
+	}
+}
+
+bool sr_engine_gsi_read(sr_gsi_mad_fn fn, void *arg)
+{
+	int n;
+
+	if (sr_engine_gsi_sock() < 0)
+		return false;
+	direct->fn = fn;
+	direct->arg = arg;
+	n = sr_eng_rx_read(&direct->e, gsi_sock, direct->b, GSI_READ_BUFS, direct_take);
+	if (direct->kick) {
+		direct->kick = false;
+		sr_engine_kick();
+	}
+	sr_eng_counts_publish(&direct->e, direct->shown_cnt, direct->shown_drops);
+	return n == GSI_READ_BUFS;
+}
+
+/* Sends m from this thread: while nothing is to be captured or held on
+ * the way out (wire_taps; drops, duplicates and corruptions it applies
+ * itself), as posting threads send UD datagrams (shm/wire_tx.c). */
+static bool direct_send(const struct sr_gsi_mad *m)
+{
+	struct sr_arena_hdr *h;
+	const void *mad;
+
+	if (!direct || !direct->e.arena || direct->tx_sock < 0)
+		return false;
+	h = direct->e.arena;
+	if (atomic_load_explicit(&h->wire_taps, memory_order_relaxed))
+		return false;
+	mad = sr_eng_stage(&direct->e, m->mad, SR_GSI_MAD_SIZE); /* kept until the flush */
+	gsi_send(&direct->e, m, mad, direct->tx_sock, direct->tx_sport);
+	return true;
+}
+
+void sr_engine_gsi_flush(void)
+{
+	if (!direct || !direct->e.ntx)
+		return;
+	sr_eng_flush_tx(&direct->e);
+	sr_eng_counts_publish(&direct->e, direct->shown_cnt, direct->shown_drops);
 }

@@ -186,28 +186,6 @@ static int rx_sock(struct sr_context *ctx)
 		   : -1;
 }
 
-/* A datagram only the engine takes: to it through the arena. */
-static void hand_to_engine(struct rx_half *r, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
-			   const uint8_t *dgid, uint16_t sport)
-{
-	struct sr_arena_hdr *h = r->e.arena;
-	struct sr_udtx_slot *t;
-	uint64_t pos;
-
-	if (len > SR_UDTX_DATA || !(t = sr_slotq_claim(sr_rxfwd_q(h), &pos))) {
-		atomic_fetch_add_explicit(&h->rxfwd_full, 1, memory_order_relaxed);
-		return; /* lost as on a full receive queue; MADs are resent */
-	}
-	memcpy(t->sgid, sgid, 16);
-	memcpy(t->dgid, dgid, 16);
-	t->qpn = sport;
-	t->hlen = 0;
-	t->paylen = len;
-	memcpy(t->data, buf, len);
-	sr_mpsc_publish(&t->seq, pos, 0);
-	r->kick = true;
-}
-
 static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
 		 const uint8_t *dgid, uint16_t sport)
 {
@@ -218,7 +196,7 @@ static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t 
 	unsigned times = 1;
 
 	if (dqpn == 1 || dqpn == SR_QPN_MCAST) {
-		hand_to_engine(r, buf, len, sgid, dgid, sport);
+		r->kick |= sr_eng_rxfwd(e->arena, buf, len, sgid, dgid, sport);
 		return;
 	}
 	/* injected faults, as the engine would apply them (drop, dup, corrupt) */
@@ -234,21 +212,8 @@ static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t 
 			e->app_unknown = false;
 			sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], (uint64_t)-1);
 			sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], (uint64_t) - (uint64_t)p.paylen);
-			hand_to_engine(r, buf, len, sgid, dgid, sport);
+			r->kick |= sr_eng_rxfwd(e->arena, buf, len, sgid, dgid, sport);
 			return;
-		}
-	}
-}
-
-/* Adds what counters v gained since *shown to the host's counters to. */
-static void add_new(const _Atomic uint64_t *v, uint64_t *shown, _Atomic uint64_t *to, int n)
-{
-	for (int i = 0; i < n; i++) {
-		uint64_t x = atomic_load_explicit(&v[i], memory_order_relaxed);
-
-		if (x != shown[i]) {
-			atomic_fetch_add_explicit(&to[i], x - shown[i], memory_order_relaxed);
-			shown[i] = x;
 		}
 	}
 }
@@ -300,8 +265,7 @@ static void hand_over(struct rx_half *r)
 			sr_fdcache_signal(r->ctx, h->engine_fd_id);
 	}
 	/* what it counted, into the host's counters (`softrdma status`) */
-	add_new(e->cnt, r->shown_cnt, h->app_cnt, SR_ENG_CNT_MAX);
-	add_new(e->drops, r->shown_drops, h->app_drops, SR_DROP_MAX);
+	sr_eng_counts_publish(e, r->shown_cnt, r->shown_drops);
 }
 
 int sr_wire_rx_poll(struct sr_context *ctx)

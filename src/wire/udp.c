@@ -71,25 +71,28 @@ int sr_udp_socket(uint16_t port, uint16_t *bound)
  * The kernel's choice of member for each datagram that reaches the group
  * (SO_ATTACH_REUSEPORT_CBPF, unprivileged): classic BPF run on the UDP
  * payload, returning the member's index in the order the members were
- * bound: (QPN >> shift) - salt, modulo n (a power of two).  QP0, QP1, the
- * multicast QPN and a datagram too short to load from go to member 0 (a
- * failed load returns 0; the kernel's fallback for a bad index is a hash,
- * which would scatter a QP's datagrams).
+ * bound: (QPN >> shift) - salt, modulo n (a power of two).  QP1 goes to
+ * member qp1 (the CM agent's own, bound after the n; 0 without one); QP0,
+ * the multicast QPN and a datagram too short to load from go to member 0
+ * (a failed load returns 0; the kernel's fallback for a bad index is a
+ * hash, which would scatter a QP's datagrams).
  */
-static int udp_steer(int fd, unsigned shift, unsigned salt, unsigned n)
+static int udp_steer(int fd, unsigned shift, unsigned salt, unsigned n, unsigned qp1)
 {
 	struct sock_filter code[] = {
 	    /* A = the BTH's word at offset 4: reserved byte, destination QPN */
 	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
 	    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xFFFFFF),
-	    /* the multicast QPN, QP0 and QP1: the engine's */
-	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xFFFFFF, 5, 0),
+	    /* the multicast QPN and QP0: the engine's; QP1: the CM agent's */
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xFFFFFF, 6, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 6, 0),
 	    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 2, 0, 4),
 	    BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, shift),
 	    BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, n - salt % n),
 	    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, n - 1),
 	    BPF_STMT(BPF_RET | BPF_A, 0),
 	    BPF_STMT(BPF_RET | BPF_K, 0),
+	    BPF_STMT(BPF_RET | BPF_K, qp1),
 	};
 	struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
 
@@ -99,27 +102,40 @@ static int udp_steer(int fd, unsigned shift, unsigned salt, unsigned n)
 											 : 0;
 }
 
-int sr_udp_socket_group(uint16_t port, unsigned shift, unsigned salt, int *fds, unsigned n)
+int sr_udp_socket_group(uint16_t port, unsigned shift, unsigned salt, int *fds, unsigned n,
+			int *qp1_fd)
 {
 	uint16_t bound;
 	unsigned i;
-	int ret = 0;
+	int ret = 0, qp1 = -1;
 
 	for (i = 0; i < n && ret >= 0; i++) {
 		ret = udp_socket(port, true, &bound);
 		fds[i] = ret;
 	}
+	if (ret >= 0 && qp1_fd) {
+		qp1 = udp_socket(port, true, &bound);
+		if (qp1 < 0)
+			qp1 = -1; /* QP1 then goes to member 0 */
+	}
 	if (ret >= 0)
-		ret = udp_steer(fds[0], shift, salt, n);
-	if (ret >= 0)
+		ret = udp_steer(fds[0], shift, salt, n, qp1 >= 0 ? n : 0);
+	if (ret >= 0) {
+		if (qp1_fd)
+			*qp1_fd = qp1;
 		return (int)n;
+	}
 	/* no group (an old kernel, a port taken without SO_REUSEPORT): one
 	 * socket takes everything */
+	if (qp1 >= 0)
+		close(qp1);
 	while (i--)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	ret = sr_udp_socket(port, &bound);
 	fds[0] = ret;
+	if (qp1_fd)
+		*qp1_fd = -1;
 	return ret < 0 ? ret : 1;
 }
 

@@ -54,10 +54,13 @@ int sr_udp_socket(uint16_t port, uint16_t *bound);
 /* n (a power of two) such sockets bound together to `port`
  * (SO_REUSEPORT), the kernel steering each datagram to
  * fds[((BTH destination QPN >> shift) - salt) % n] (to fds[0] for QP0,
- * QP1, the multicast QPN or a runt); only fds[0] takes multicast.  Returns
- * how many it made: n, or 1 if the kernel refuses a group (then fds[0]
- * takes everything), or -errno. */
-int sr_udp_socket_group(uint16_t port, unsigned shift, unsigned salt, int *fds, unsigned n);
+ * the multicast QPN or a runt); only fds[0] takes multicast.  QP1's
+ * datagrams go to one more member, *qp1_fd, if qp1_fd is not NULL (-1 there
+ * if it could not be made: then to fds[0]).  Returns how many it made of
+ * the n: n, or 1 if the kernel refuses a group (then fds[0] takes
+ * everything, *qp1_fd is -1), or -errno. */
+int sr_udp_socket_group(uint16_t port, unsigned shift, unsigned salt, int *fds, unsigned n,
+			int *qp1_fd);
 
 /* The destination (dgid, port 4791) and the control message that sends
  * from sgid (IP_PKTINFO / IPV6_PKTINFO) into *dst and cm, which has room

@@ -6,7 +6,10 @@
 # QPs are wire QPs.  Checks what a user would (both exit 0 and print their
 # result lines) and what says the CM really crossed: each daemon sent and
 # received MADs on the wire (`softrdma status`: cm wire_tx / wire_rx), none
-# was dropped, and no CM id is left on either host afterwards.
+# was dropped, and no CM id is left on either host afterwards; and that
+# each daemon's CM agent sent and read every one of them on its own socket
+# (engine/gsi.c: nothing is captured or held here, so no MAD needed the
+# engine's thread; "own socket" in the status line).
 #
 # usage: cm_twohost.sh BUILD_DIR MTU SERVER_RE CLIENT_RE SERVER_CMD... -- CLIENT_CMD...
 #   (an empty SERVER_RE: the server prints nothing to check)
@@ -90,6 +93,9 @@ for h in a b; do
 	[ "${tx:-0}" -gt 0 ] && [ "${rx:-0}" -gt 0 ] ||
 		{ echo "FAIL: host $h's CM sent $tx and received $rx MADs on the wire"; ok=0; }
 	[ "${dropped:-1}" = 0 ] || { echo "FAIL: host $h dropped $dropped MADs"; ok=0; }
+	own=$(echo "$line" | sed -nE 's/.*own socket: tx ([0-9]+) rx ([0-9]+).*/\1 \2/p')
+	[ "$own" = "$tx $rx" ] ||
+		{ echo "FAIL: host $h's CM agent sent and read on its own socket $own of $tx $rx"; ok=0; }
 done
 if [ "${CM_NO_RNR:-0}" = 1 ]; then
 	for h in a b; do

@@ -144,7 +144,9 @@ struct sr_cm {
 	uint64_t next_timer_scan_ms;
 	uint64_t mads_sent, mads_dropped, mads_bad;
 	uint64_t mads_wire_tx, mads_wire_rx; /* to and from other hosts (cm_wire.c) */
-	uint32_t resolving;		     /* ids waiting for their neighbour (cm_addr.c) */
+	/* of those, sent and read by this thread itself (engine/gsi.c) */
+	uint64_t mads_wire_tx_own, mads_wire_rx_own;
+	uint32_t resolving; /* ids waiting for their neighbour (cm_addr.c) */
 	struct sr_cm_linger *lingering;
 	uint32_t nlinger;
 };

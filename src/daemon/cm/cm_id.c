@@ -19,6 +19,7 @@
 
 #include "core/log.h"
 #include "daemon/cm/cm.h"
+#include "engine/engine.h"
 
 static struct sr_cm *cm_of(struct sr_daemon *d)
 {
@@ -243,6 +244,7 @@ void sr_cm_event_post(struct sr_cm_id *id, struct sr_cm_event *ev)
 
 void sr_cm_signal_flush(void)
 {
+	sr_engine_gsi_flush(); /* the MADs this thread sent itself */
 	while (unsignalled) {
 		struct sr_cm_chan *ch = unsignalled;
 

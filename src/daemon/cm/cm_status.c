@@ -56,10 +56,11 @@ char *sr_cm_status_text(struct sr_daemon *d)
 		n++;
 	fprintf(f,
 		"  cm: %u ids, %u channels, MADs sent %llu dropped %llu malformed %llu"
-		" wire_tx %llu wire_rx %llu lingering_dreqs %u\n",
+		" wire_tx %llu wire_rx %llu (own socket: tx %llu rx %llu) lingering_dreqs %u\n",
 		n, cm->chan_alloc.in_use, (unsigned long long)cm->mads_sent,
 		(unsigned long long)cm->mads_dropped, (unsigned long long)cm->mads_bad,
 		(unsigned long long)cm->mads_wire_tx, (unsigned long long)cm->mads_wire_rx,
+		(unsigned long long)cm->mads_wire_tx_own, (unsigned long long)cm->mads_wire_rx_own,
 		cm->nlinger);
 	for (struct sr_cm_id *id = cm->all; id; id = id->next) {
 		addr_str(&id->src, src, sizeof(src));

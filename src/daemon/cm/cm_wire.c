@@ -4,10 +4,12 @@
  * engine (src/engine/gsi.c builds the UD datagram to QP 1 of that GID, so
  * fault injection and capture see it); MADs the engine received for QP1
  * come back here and go to sr_cm_recv, the state machine that also serves
- * connections within this host.  Without an engine on this host (UDP port
- * 4791 held by another daemon, SOFTRDMA_ROCE=0) nothing can leave: the MAD
- * is dropped and counted, and resolution refuses other hosts' addresses
- * (cm_addr.c) so no connection waits on it.
+ * connections within this host; so do the MADs this thread reads itself
+ * from QP1's own member of the engine's socket group (gsi.c), which is
+ * how they come unless a capture or a fault that holds packets is on.  Without an engine on this
+ * host (UDP port 4791 held by another daemon, SOFTRDMA_ROCE=0) nothing can leave: the MAD is
+ * dropped and counted, and resolution refuses other hosts' addresses (cm_addr.c) so no connection
+ * waits on it.
  */
 #include <string.h>
 
@@ -22,14 +24,17 @@ bool sr_cm_wire_up(void)
 bool sr_cm_wire_send(struct sr_daemon *d, const struct sr_cm_mad *q)
 {
 	struct sr_gsi_mad m;
+	int ret;
 
 	_Static_assert(SR_GSI_MAD_SIZE == SR_CM_MAD_SIZE, "a MAD is 256 bytes on both sides");
 	memcpy(m.sgid, q->sgid, 16);
 	memcpy(m.dgid, q->dgid, 16);
 	memcpy(m.mad, q->bytes, SR_GSI_MAD_SIZE);
-	if (sr_engine_gsi_send(&m))
+	ret = sr_engine_gsi_send(&m);
+	if (ret < 0)
 		return false;
 	d->cm->mads_wire_tx++;
+	d->cm->mads_wire_tx_own += ret == 1;
 	return true;
 }
 
@@ -43,11 +48,36 @@ void sr_cm_wire_clear(void)
 	sr_engine_gsi_clear();
 }
 
+/* QP1's member held datagrams at the last poll: read it at the next
+ * sr_cm_wire_poll, and until a read takes less than a batch */
+static bool sock_ready;
+
+int sr_cm_wire_sock(void)
+{
+	return sr_engine_gsi_sock();
+}
+
+void sr_cm_wire_sock_ready(void)
+{
+	sock_ready = true;
+}
+
+static void wire_mad(void *arg, const struct sr_gsi_mad *m)
+{
+	struct sr_daemon *d = arg;
+
+	d->cm->mads_wire_rx++;
+	d->cm->mads_wire_rx_own++;
+	sr_cm_recv(d, m->sgid, m->dgid, m->mad, SR_GSI_MAD_SIZE);
+}
+
 void sr_cm_wire_poll(struct sr_daemon *d)
 {
 	struct sr_gsi_mad in[32];
 	unsigned n;
 
+	if (sock_ready)
+		sock_ready = sr_engine_gsi_read(wire_mad, d);
 	if (sr_engine_gsi_fd() < 0)
 		return;
 	/* a bounded number per call: the poll loop comes back at once when
