@@ -316,9 +316,9 @@ bool sr_engine_gsi_read(sr_gsi_mad_fn fn, void *arg)
 	return n == GSI_READ_BUFS;
 }
 
-/* Sends m from this thread: while nothing is to be captured or held on
- * the way out (wire_taps; drops, duplicates and corruptions it applies
- * itself), as posting threads send UD datagrams (shm/wire_tx.c). */
+/* Sends m from this thread (batched until sr_engine_gsi_flush), as
+ * posting threads send UD datagrams (shm/wire_tx.c): unless a capture or
+ * a fault rule on sends is on (wire_taps), which the engine applies. */
 static bool direct_send(const struct sr_gsi_mad *m)
 {
 	struct sr_arena_hdr *h;
@@ -329,8 +329,11 @@ static bool direct_send(const struct sr_gsi_mad *m)
 	h = direct->e.arena;
 	if (atomic_load_explicit(&h->wire_taps, memory_order_relaxed))
 		return false;
-	mad = sr_eng_stage(&direct->e, m->mad, SR_GSI_MAD_SIZE); /* kept until the flush */
+	/* a copy kept until the flush (m is the caller's) */
+	mad = sr_eng_stage(&direct->e, m->mad, SR_GSI_MAD_SIZE);
 	gsi_send(&direct->e, m, mad, direct->tx_sock, direct->tx_sport);
+	if (mad == m->mad) /* no room for a copy: out before m goes */
+		sr_engine_gsi_flush();
 	return true;
 }
 
