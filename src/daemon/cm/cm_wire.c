@@ -1,15 +1,15 @@
 /*
  * The CM agent's MADs between hosts: the daemon's side of QP1 over RoCEv2.
- * A MAD whose destination GID belongs to another host leaves through the
- * engine (src/engine/gsi.c builds the UD datagram to QP 1 of that GID, so
- * fault injection and capture see it); MADs the engine received for QP1
- * come back here and go to sr_cm_recv, the state machine that also serves
- * connections within this host; so do the MADs this thread reads itself
- * from QP1's own member of the engine's socket group (gsi.c), which is
- * how they come unless a capture or a fault that holds packets is on.  Without an engine on this
- * host (UDP port 4791 held by another daemon, SOFTRDMA_ROCE=0) nothing can leave: the MAD is
- * dropped and counted, and resolution refuses other hosts' addresses (cm_addr.c) so no connection
- * waits on it.
+ * A MAD whose destination GID belongs to another host goes to
+ * src/engine/gsi.c, which builds the UD datagram to QP 1 of that GID and,
+ * as a rule, sends it from this thread; MADs for QP1 come back here and go
+ * to sr_cm_recv, the state machine that also serves connections within
+ * this host, whether this thread read them from QP1's own member of the
+ * engine's socket group (the rule) or the engine received them (while a
+ * capture or a fault rule needs it to see them).  Without an engine on
+ * this host (UDP port 4791 held by another daemon, SOFTRDMA_ROCE=0)
+ * nothing can leave: the MAD is dropped and counted, and resolution
+ * refuses other hosts' addresses (cm_addr.c) so no connection waits on it.
  */
 #include <string.h>
 
