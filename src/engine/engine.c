@@ -149,7 +149,7 @@ void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 	/* a NAK makes its QP retransmit: count it there (ctl.h) */
 	if (len >= SR_BTH_LEN &&
 	    atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed) != r0) {
-		uint32_t dqpn = (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7];
+		uint32_t dqpn = sr_bth_dqpn_raw(buf, len);
 		struct sr_eng_slot *s = sr_eng_slot_at(e, dqpn);
 
 		if (s && s->q && s->qpn == dqpn)

@@ -123,11 +123,6 @@ void sr_fault_shm_counts(const struct sr_fault_shm *sh, struct sr_fault_counts *
 
 #define HOLDING ((1u << SR_FK_DELAY) | (1u << SR_FK_REORDER))
 
-static uint32_t bth_dqpn(const uint8_t *bth)
-{
-	return (uint32_t)bth[5] << 16 | (uint32_t)bth[6] << 8 | bth[7];
-}
-
 void sr_eng_tx_tap(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid, uint16_t sport,
 		   const uint8_t *hdr, unsigned hlen, const struct iovec *pay, unsigned npay,
 		   uint32_t paylen)
@@ -142,7 +137,8 @@ void sr_eng_tx_tap(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid
 		/* the bytes the sender owns after the BTH: extension headers and ICRC */
 		uint32_t nbits = (hlen > SR_BTH_LEN ? hlen - SR_BTH_LEN : 0) * 8 + SR_ICRC_LEN * 8;
 
-		mask = sr_fault_decide(sh, &e->fault_view, SR_FAULT_TX, bth_dqpn(hdr), nbits, &bit);
+		mask = sr_fault_decide(sh, &e->fault_view, SR_FAULT_TX, sr_bth_dqpn_raw(hdr, hlen),
+				       nbits, &bit);
 	}
 	if (mask & (1u << SR_FK_DROP))
 		return;
@@ -191,7 +187,7 @@ unsigned sr_eng_rx_tap(struct sr_engine *e, uint8_t *buf, uint32_t len, const ui
 		e->taps->trace(e, sgid, dgid, sport, SR_ROCE_PORT, &iov, 1);
 	if (!sr_fault_dir_on(sh, SR_FAULT_RX) || len < SR_BTH_LEN)
 		return 1; /* (a runt is not ours to judge: the parser drops it) */
-	mask = sr_fault_decide(sh, &e->fault_view, SR_FAULT_RX, bth_dqpn(buf),
+	mask = sr_fault_decide(sh, &e->fault_view, SR_FAULT_RX, sr_bth_dqpn_raw(buf, len),
 			       (len - SR_BTH_LEN) * 8, &bit);
 	if (mask & (1u << SR_FK_DROP))
 		return 0;

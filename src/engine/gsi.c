@@ -275,8 +275,7 @@ static void direct_take(struct sr_engine *e, uint8_t *buf, uint32_t len, const u
 {
 	struct gsi_direct *r = (struct gsi_direct *)e;
 	struct sr_arena_hdr *h = e->arena;
-	uint32_t dqpn =
-	    len >= SR_BTH_LEN ? (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7] : 0;
+	uint32_t dqpn = sr_bth_dqpn_raw(buf, len);
 	unsigned times = 1;
 	struct sr_gsi_mad m;
 	struct sr_pkt p;

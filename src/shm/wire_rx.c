@@ -190,8 +190,7 @@ static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t 
 		 const uint8_t *dgid, uint16_t sport)
 {
 	struct rx_half *r = (struct rx_half *)((char *)e - offsetof(struct rx_half, e));
-	uint32_t dqpn =
-	    len >= SR_BTH_LEN ? (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7] : 0;
+	uint32_t dqpn = sr_bth_dqpn_raw(buf, len);
 	struct sr_pkt p;
 	unsigned times = 1;
 

@@ -186,6 +186,14 @@ static inline void sr_bth_get(const uint8_t *p, struct sr_bth *b)
 	b->psn = w2 & SR_PSN_MASK;
 }
 
+/* The destination QPN of a datagram that may be a runt (0 if shorter
+ * than a BTH), read before it is parsed: which thread takes it, which
+ * fault rule matches it. */
+static inline uint32_t sr_bth_dqpn_raw(const uint8_t *p, uint32_t len)
+{
+	return len >= SR_BTH_LEN ? sr_get_be32(p + 4) & 0xFFFFFF : 0;
+}
+
 static inline unsigned sr_bth_padcnt(const struct sr_bth *b)
 {
 	return (b->flags >> 4) & 3;
