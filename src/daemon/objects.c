@@ -8,6 +8,7 @@
  * what they depend on.
  */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -1428,6 +1429,41 @@ static void qp_unlock(struct sr_qp_shm *qp)
 	sr_shm_unlock(&qp->sq_lock);
 }
 
+/*
+ * A path's source and destination GIDs must be of one family: RoCEv2 puts
+ * a packet whose GIDs are both IPv4-mapped in an IPv4 datagram and any
+ * other pair in an IPv6 one (Annex A17.4.5.1), so an IPv4-mapped source
+ * with an IPv6 destination (or the reverse) names no route, and a RoCE
+ * device refuses it when it resolves the path at modify_qp (EINVAL), as
+ * the kernel's address resolution does.  Accepted, every packet of the QP
+ * would die at the peer for its ICRC.  The source GID must exist.
+ */
+static int path_check(struct sr_daemon *d, const struct sr_obj *o, const struct ibv_ah_attr *ah,
+		      const char *which)
+{
+	const uint8_t *sgid;
+
+	if (!ah->is_global)
+		return 0;
+	if (ah->grh.sgid_index >= d->dev.gid_cnt) {
+		sr_warn("qp %u: %s sgid_index %u: the GID table has %u entries", o->handle, which,
+			ah->grh.sgid_index, d->dev.gid_cnt);
+		return -EINVAL;
+	}
+	sgid = d->dev.gids[ah->grh.sgid_index].gid;
+	if (sr_gid_is_v4(sgid) != sr_gid_is_v4(ah->grh.dgid.raw)) {
+		char s[INET6_ADDRSTRLEN], g[INET6_ADDRSTRLEN];
+
+		inet_ntop(AF_INET6, sgid, s, sizeof(s));
+		inet_ntop(AF_INET6, ah->grh.dgid.raw, g, sizeof(g));
+		sr_warn("qp %u: %s sgid %s (index %u) and dgid %s are of different families "
+			"(IPv4-mapped and IPv6): RoCEv2 has no route between them",
+			o->handle, which, s, ah->grh.sgid_index, g);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 			struct sr_rep *rep)
 {
@@ -1444,6 +1480,10 @@ static int do_modify_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	qp = sr_arena_at(d->arena, o->u.shm.off);
 	sr_qp_attr_from_wire(&req->u.modify_qp.attr, &a);
 	ret = qp_modify_check(qp, &a, mask, &next);
+	if (!ret && (mask & IBV_QP_AV))
+		ret = path_check(d, o, &a.ah_attr, "primary path:");
+	if (!ret && (mask & IBV_QP_ALT_PATH))
+		ret = path_check(d, o, &a.alt_ah_attr, "alternate path:");
 	if (ret)
 		return ret;
 	if (!qp_lock(qp))

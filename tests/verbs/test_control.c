@@ -2564,6 +2564,63 @@ static void test_qp_state_values(void)
 	env_close(&e);
 }
 
+/* A path whose source and destination GIDs are of different families (an
+ * IPv4-mapped sgid, an IPv6 dgid, or the reverse) has no RoCEv2 route: the
+ * modify to RTR fails with EINVAL and the QP stays in INIT, as on a RoCE
+ * HCA; the same QP then goes to RTR with a dgid of its sgid's family.  So
+ * does an sgid_index past the GID table. */
+static void test_qp_path_family(void)
+{
+	static const uint8_t v6[16] = {0xfe, 0x80, [8] = 0x02, [15] = 0x01}; /* fe80::200:0:0:1 */
+	static const uint8_t v4[16] = {[10] = 0xff, [11] = 0xff, 192, 0, 2, 1}; /* ::ffff:192.0.2.1 */
+	struct ibv_port_attr port;
+	int v4_index = -1, v6_index = -1;
+	struct env e;
+
+	env_open(&e);
+	REQUIRE(ibv_query_port(e.ctx, 1, &port) == 0);
+	for (int i = 0; i < port.gid_tbl_len; i++) {
+		union ibv_gid g;
+
+		if (ibv_query_gid(e.ctx, 1, i, &g) || !memcmp(g.raw, (uint8_t[16]){0}, 16))
+			continue;
+		if (g.raw[10] == 0xff && g.raw[11] == 0xff && !memcmp(g.raw, (uint8_t[10]){0}, 10)) {
+			if (v4_index < 0)
+				v4_index = i;
+		} else if (v6_index < 0) {
+			v6_index = i;
+		}
+	}
+	REQUIRE(v4_index >= 0 && v6_index >= 0);
+	for (int pass = 0; pass < 2; pass++) {
+		int sidx = pass ? v6_index : v4_index;
+		const uint8_t *wrong = pass ? v4 : v6, *right = pass ? v6 : v4;
+		enum ibv_qp_type type = pass ? IBV_QPT_UC : IBV_QPT_RC;
+		struct ibv_qp *qp = make_qp(&e, type);
+		struct ibv_qp_attr a;
+		int req, opt;
+
+		REQUIRE(qp);
+		REQUIRE(drive(&e, qp, IBV_QPS_INIT) == 0);
+		qp_rule(type, IBV_QPS_INIT, IBV_QPS_RTR, &req, &opt);
+		fill_attr(&e.gid, &a, IBV_QPS_INIT, IBV_QPS_RTR, qp->qp_num);
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.sgid_index = sidx;
+		memcpy(a.ah_attr.grh.dgid.raw, wrong, 16);
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req), EINVAL);
+		CHECK_EQ(query_state(qp), IBV_QPS_INIT);
+		a.ah_attr.grh.sgid_index = port.gid_tbl_len;
+		memcpy(a.ah_attr.grh.dgid.raw, right, 16);
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req), EINVAL);
+		CHECK_EQ(query_state(qp), IBV_QPS_INIT);
+		a.ah_attr.grh.sgid_index = sidx;
+		CHECK_RET(ibv_modify_qp(qp, &a, IBV_QP_STATE | req), 0);
+		CHECK_EQ(query_state(qp), IBV_QPS_RTR);
+		CHECK_RET(ibv_destroy_qp(qp), 0);
+	}
+	env_close(&e);
+}
+
 /* ------------------------------------------------------------------- SRQ */
 
 static void test_srq(void)
@@ -3415,6 +3472,7 @@ static const struct sr_test_case tests[] = {
 	SR_TEST(qp_state_matrix)
 	SR_TEST(qp_state_masks)
 	SR_TEST(qp_state_values)
+	SR_TEST(qp_path_family)
 	SR_TEST(srq)
 	SR_TEST(ah)
 	SR_TEST(ah_roce_needs_grh)
