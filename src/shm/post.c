@@ -109,6 +109,15 @@ static uint32_t ud_max_msg(struct sr_context *ctx)
 	return 128u << ctx->dev.active_mtu;
 }
 
+/* An atomic's local buffer holds the 64-bit original value (IBTA 9.4.5):
+ * its gather/scatter list must add up to 8 bytes, or the post fails with
+ * EINVAL, as rxe's validate_send_wr refuses it (the one check of every
+ * post path: ibv_post_send, its direct path, ibv_wr_set_sge*). */
+static bool atomic_len_ok(enum ibv_wr_opcode op, uint64_t len)
+{
+	return (op != IBV_WR_ATOMIC_CMP_AND_SWP && op != IBV_WR_ATOMIC_FETCH_AND_ADD) || len == 8;
+}
+
 /* Fills one WQE from an ibv_send_wr; returns 0 or an errno. */
 static int fill_wqe(struct sr_context *ctx, struct sr_qp *qp, struct sr_send_wqe *w,
 		    const struct ibv_send_wr *wr, bool mw1_ok)
@@ -184,7 +193,7 @@ static int fill_wqe(struct sr_context *ctx, struct sr_qp *qp, struct sr_send_wqe
 		}
 		w->num_sge = wr->num_sge;
 	}
-	if (total > (1ull << 31))
+	if (total > (1ull << 31) || !atomic_len_ok(wr->opcode, total))
 		return EINVAL;
 	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD && total > ud_max_msg(ctx))
 		return EINVAL; /* a datagram is at most one path MTU */
@@ -241,9 +250,12 @@ static bool direct_ok(const struct sr_qp_shm *s, uint32_t state, uint32_t head,
 		return (s->type == IBV_QPT_RC || s->type == IBV_QPT_UC) &&
 		       (!(wr->send_flags & IBV_SEND_INLINE) ||
 			wr->sg_list[0].length <= s->sq.max_inline);
-	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		if (!atomic_len_ok(wr->opcode, wr->sg_list[0].length))
+			return false;
+		/* fall through */
+	case IBV_WR_RDMA_READ:
 		return s->type == IBV_QPT_RC; /* IBTA: no READ or atomics on UC */
 	default:
 		return false;
@@ -741,6 +753,8 @@ static void wr_set_sge_list(struct ibv_qp_ex *q, size_t n, const struct ibv_sge 
 	}
 	w->num_sge = n;
 	w->total_len = total;
+	if (!atomic_len_ok(w->opcode, total))
+		qp->wr_err = EINVAL;
 }
 
 static void wr_set_sge(struct ibv_qp_ex *q, uint32_t lkey, uint64_t addr, uint32_t length)

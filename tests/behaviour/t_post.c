@@ -6,6 +6,11 @@
  * chain the bad WR is returned in bad_wr with the ones before it posted and
  * the ones after it not.
  *
+ * atomic_length: an atomic whose local buffer is not 8 bytes in all (one
+ * SGE of 0, 4 or 16 bytes, none, two) is refused at post time, EINVAL, on
+ * ibv_post_send and on ibv_wr_complete, as rxe does: nothing reaches the
+ * target and the QP stays usable.
+ *
  * unreliable_drops: on UC and UD, what RC would fail (bad rkey, no receive
  * posted, wrong Q_Key, no such QP) is silently dropped: the sender
  * completes successfully, nothing arrives, both QPs stay usable, and a
@@ -300,4 +305,131 @@ void test_unreliable_drops(void)
 	vbuf_free(&e.b);
 	vdev_close(&e.d);
 	agent_stop(&e.ag);
+}
+
+/* An atomic (add 1, or compare 1 and swap 2) at the start of tgt, its local
+ * buffer the n SGEs of sge[]. */
+static struct ibv_send_wr atomic_wr(enum ibv_wr_opcode op, uint64_t id, struct ibv_sge *sge, int n,
+				    const struct ag_mr *tgt)
+{
+	struct ibv_send_wr wr = rdma_wr(op, id, sge, tgt->addr, tgt->rkey);
+
+	wr.num_sge = n;
+	wr.wr.atomic.compare_add = 1;
+	wr.wr.atomic.swap = 2;
+	return wr;
+}
+
+void test_atomic_length(void)
+{
+	static const enum ibv_wr_opcode ops[] = {IBV_WR_ATOMIC_FETCH_AND_ADD,
+						 IBV_WR_ATOMIC_CMP_AND_SWP};
+	/* (num_sge, lengths): every local buffer that is not 8 bytes in all */
+	static const struct {
+		int n;
+		uint32_t len[2];
+	} bad[] = {{1, {4}}, {1, {16}}, {1, {0}}, {0, {0}}, {2, {8, 8}}, {2, {4, 2}}};
+	const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ;
+	struct agent ag;
+	struct vdev d;
+	struct rng r;
+	struct ag_qp aq;
+	struct ag_mr atom;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_qp_ex *qpx;
+	struct ibv_qp_init_attr_ex ia;
+	struct vbuf res;
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr, *bad_wr;
+	struct ibv_wc wc;
+	uint64_t a0, v;
+
+	rng_init(&r, 81);
+	agent_start(&ag, "target");
+	vdev_open(&d);
+	ag_cq(&ag, 16, 0);
+	aq = ag_qp_create(&ag, IBV_QPT_RC, 0, 0, -1, 0, 0);
+	atom = ag_mr_reg(&ag, 16, 64, all, 0, S_ATOMIC);
+	ag_mem_read(&ag, atom.h, 0, 8, &a0);
+	cq = ibv_create_cq(d.ctx, 64, NULL, NULL, 0);
+	REQUIRE(cq);
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_RC;
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 1;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 1;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ia.pd = d.pd;
+	ia.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+	qp = ibv_create_qp_ex(d.ctx, &ia);
+	REQUIRE(qp);
+	qpx = ibv_qp_to_qp_ex(qp);
+	REQUIRE(qpx);
+	pair_connect(&d, qp, &CONN_DEFAULT, &ag, &aq, &CONN_DEFAULT, &r);
+	vbuf_reg(&d, &res, 64, 0, IBV_ACCESS_LOCAL_WRITE, NULL);
+
+	/* rxe (validate_send_wr) refuses at post time an atomic whose local
+	 * buffer is not the 8 bytes of the original value: EINVAL and bad_wr,
+	 * nothing runs at the target, nothing completes, the QP stays usable */
+	sr_note("ibv_post_send");
+	for (size_t o = 0; o < 2; o++) {
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			for (int k = 0; k < bad[i].n; k++)
+				sge[k] = (struct ibv_sge){(uintptr_t)res.p + 16 * k, bad[i].len[k],
+							  res.mr->lkey};
+			wr = atomic_wr(ops[o], 10 * o + i, sge, bad[i].n, &atom);
+			bad_wr = NULL;
+			CHECK_EQ(ibv_post_send(qp, &wr, &bad_wr), EINVAL);
+			CHECK(bad_wr == &wr);
+		}
+	}
+	sr_note("ibv_wr_*");
+	for (size_t o = 0; o < 2; o++) {
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			for (int k = 0; k < bad[i].n; k++)
+				sge[k] = (struct ibv_sge){(uintptr_t)res.p + 16 * k, bad[i].len[k],
+							  res.mr->lkey};
+			ibv_wr_start(qpx);
+			qpx->wr_id = 100 + 10 * o + i;
+			qpx->wr_flags = IBV_SEND_SIGNALED;
+			if (ops[o] == IBV_WR_ATOMIC_FETCH_AND_ADD)
+				ibv_wr_atomic_fetch_add(qpx, atom.rkey, atom.addr, 1);
+			else
+				ibv_wr_atomic_cmp_swp(qpx, atom.rkey, atom.addr, 1, 2);
+			ibv_wr_set_sge_list(qpx, bad[i].n, sge);
+			CHECK_EQ(ibv_wr_complete(qpx), EINVAL);
+		}
+	}
+	CHECK_EQ(vpoll_none(cq, 100), 0);
+	ag_mem_read(&ag, atom.h, 0, 8, &v);
+	CHECK_EQ(v, a0);
+
+	sr_note("8 bytes: both paths run the atomic");
+	sge[0] = (struct ibv_sge){(uintptr_t)res.p, 8, res.mr->lkey};
+	wr = atomic_wr(IBV_WR_ATOMIC_FETCH_AND_ADD, 1, sge, 1, &atom);
+	post_expect(qp, cq, &wr, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD);
+	memcpy(&v, res.p, 8);
+	CHECK_EQ(v, a0);
+	ibv_wr_start(qpx);
+	qpx->wr_id = 2;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_fetch_add(qpx, atom.rkey, atom.addr, 1);
+	ibv_wr_set_sge(qpx, res.mr->lkey, (uintptr_t)res.p, 8);
+	CHECK_EQ(ibv_wr_complete(qpx), 0);
+	CHECK_EQ(vpoll(cq, &wc, 1, 5000), 1);
+	CHECK_WC(wc, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, 2, qp->qp_num);
+	memcpy(&v, res.p, 8);
+	CHECK_EQ(v, a0 + 1);
+	ag_mem_read(&ag, atom.h, 0, 8, &v);
+	CHECK_EQ(v, a0 + 2);
+
+	CHECK_EQ(ibv_destroy_qp(qp), 0);
+	CHECK_EQ(ibv_destroy_cq(cq), 0);
+	vbuf_free(&res);
+	vdev_close(&d);
+	agent_stop(&ag);
 }

@@ -13,6 +13,7 @@
 	X(inline_send, 60)                                                                         \
 	X(unsignaled, 60)                                                                          \
 	X(post_errors, 60)                                                                         \
+	X(atomic_length, 60)                                                                       \
 	X(unreliable_drops, 60)                                                                    \
 	X(srq_many_qps, 60)                                                                        \
 	X(srq_limit, 60)                                                                           \
