@@ -7,8 +7,9 @@ JOBS ?= $(shell nproc)
 # our libfabric program (tests/ecosystem/fi_xhost.c)
 DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev zlib1g-dev \
 	libopenmpi-dev libmpich-dev libfabric-dev
-DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf python3-pyverbs iproute2 strace ucx-utils \
-	python3-scapy tshark ethtool socat netcat-openbsd openmpi-bin mpich libfabric-bin
+DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf iperf3 python3-pyverbs iproute2 strace ucx-utils \
+	python3-scapy tshark ethtool socat netcat-openbsd openmpi-bin mpich libfabric-bin fio \
+	infiniband-diags
 # the control-socket fuzzer (tests/fuzz): clang and its libFuzzer runtime
 DEB_FUZZ = clang libclang-rt-14-dev
 # `make bench` (bench/run.sh, which checks the same list when run alone):

@@ -347,6 +347,12 @@ static int write_class_tree(const char *classdir, const struct dev_view *v, dev_
 	    wfile(dir, "node_type", "%d: %s\n", (int)v->node_type, node_type_name(v->node_type)) ||
 	    wfile(dir, "fw_ver", "%s\n", v->dattr.fw_ver))
 		return -1;
+	/* what ibstat prints as "CA type" and "Hardware version", made as
+	 * mlx5 makes them from the same numbers ibv_query_device reports:
+	 * a vendor prefix and the part id in decimal, the revision in hex */
+	if (wfile(dir, "hca_type", "SR%u\n", v->dattr.vendor_part_id) ||
+	    wfile(dir, "hw_rev", "%x\n", v->dattr.hw_ver))
+		return -1;
 	/* device/: the parent device; softrdma's is virtual (no PCI function,
 	 * no NUMA node), and its network devices are those its GIDs come from */
 	snprintf(sub, sizeof(sub), "%s/device", dir);

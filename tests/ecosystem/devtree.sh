@@ -2,10 +2,11 @@
 # The device where the ecosystem looks for it (issue 13, first deliverable):
 # `softrdma run` gives its program /dev/infiniband/<dev_name> and
 # /sys/class/infiniband/<dev> (checked against ibv_devinfo -v of the same
-# run by devtree_check.py) in private namespaces, leaves the rest of the
-# system as it was, and --no-devnodes leaves them out.  As root it also
-# runs the check as an unprivileged user (uid 65534, its own daemon), the
-# user + mount namespace path.
+# run by devtree_check.py, which also runs ibstat, infiniband-diags, on it)
+# in private namespaces, leaves the rest of the system as it was, and
+# --no-devnodes leaves them out.  As root it also runs the check as an
+# unprivileged user (uid 65534, its own daemon), the user + mount
+# namespace path.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # Runs inside `softrdma run`: checks /dev/infiniband/<dev_name> and the
 # /sys/class/infiniband/<dev> tree against what `ibv_devinfo -v` (our
-# libibverbs, same run) says about the device, and that the rest of /dev
-# and /sys/class is still there.  Prints PASS/FAIL lines; exit 1 on a FAIL.
+# libibverbs, same run) says about the device, that Debian's ibstat reads
+# the same CA type, hardware and firmware versions from it, and that the
+# rest of /dev and /sys/class is still there.  Prints PASS/FAIL lines;
+# exit 1 on a FAIL.
 import ipaddress
 import os
 import re
@@ -67,6 +69,38 @@ check("node_guid = ibv_devinfo node_guid", read(f"{base}/node_guid").strip() == 
 check("sys_image_guid = ibv_devinfo sys_image_guid",
       read(f"{base}/sys_image_guid").strip() == field("sys_image_guid"))
 check("fw_ver = ibv_devinfo fw_ver", read(f"{base}/fw_ver").strip() == field("fw_ver"))
+
+
+def read_or(path, missing="(absent)"):
+    return read(path).strip() if os.path.exists(path) else missing
+
+
+# hca_type and hw_rev, as mlx5 makes them from the PCI ids: a vendor prefix
+# and vendor_part_id in decimal, hw_ver in hex
+hca_type, hw_rev = read_or(f"{base}/hca_type"), read_or(f"{base}/hw_rev")
+part, hw_ver = field("vendor_part_id"), field("hw_ver")
+m = re.fullmatch(r"[A-Z]+(\d+)", hca_type)
+check("hca_type ends with ibv_devinfo vendor_part_id", m is not None and m.group(1) == part,
+      f"hca_type {hca_type}, vendor_part_id {part}")
+check("hw_rev = ibv_devinfo hw_ver", re.fullmatch(r"[0-9a-f]+", hw_rev) is not None and
+      hw_ver is not None and int(hw_rev, 16) == int(hw_ver, 16), f"hw_rev {hw_rev}, hw_ver {hw_ver}")
+# Debian's ibstat (infiniband-diags) reads them through libibumad
+try:
+    ibstat = subprocess.run(["ibstat", dev], capture_output=True, text=True)
+except FileNotFoundError:
+    ibstat = None
+    print("SKIP ibstat: not installed (Debian package infiniband-diags; make deps installs it)")
+if ibstat is not None:
+    def ibstat_field(name):
+        m = re.search(rf"^\s*{name}:[ \t]*(.*)$", ibstat.stdout, re.M)
+        return m.group(1).strip() if m else None
+    check("ibstat runs", ibstat.returncode == 0, ibstat.stderr.strip())
+    check("ibstat CA type = hca_type", ibstat_field("CA type") == hca_type and hca_type != "",
+          f"CA type {ibstat_field('CA type')!r}")
+    check("ibstat Hardware version = hw_rev", ibstat_field("Hardware version") == hw_rev and hw_rev != "",
+          f"Hardware version {ibstat_field('Hardware version')!r}")
+    check("ibstat Firmware version = ibv_devinfo fw_ver",
+          ibstat_field("Firmware version") == field("fw_ver"), ibstat_field("Firmware version"))
 check("node_type is a CA (transport InfiniBand)",
       read(f"{base}/node_type").strip() == "1: CA" and field("transport").startswith("InfiniBand"),
       read(f"{base}/node_type").strip())
