@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -217,6 +218,87 @@ void sr_cq_qp_created(struct ibv_cq *ibcq, uint32_t qpn)
 		cq->dead_next = cq->ndead;
 		break;
 	}
+	sr_shm_unlock(&cq->poll_lock);
+}
+
+/* A receive WQE of an SRQ whose completion is removed, not polled, is free
+ * for post_srq_recv all the same (as rq_slot_polled frees it). */
+static void srq_slot_dropped(struct sr_wq *wq, const struct sr_cqe *e)
+{
+	uint32_t done = e->wqe_index + 1;
+	uint32_t polled = atomic_load_explicit(&wq->polled, memory_order_relaxed);
+
+	if (!(e->opcode & IBV_WC_RECV) || !(wq->flags & SR_WQ_FREED_BY_POLL) ||
+	    (int32_t)(atomic_load_explicit(&wq->head, memory_order_relaxed) - done) < 0)
+		return;
+	while ((int32_t)(done - polled) > 0 &&
+	       !atomic_compare_exchange_weak_explicit(&wq->polled, &polled, done,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+/*
+ * Completions of a QP moved to RESET (or destroyed): as on a ConnectX,
+ * whose provider cleans them out of the QP's CQs (mlx5_cq_clean), none of
+ * the QP's earlier life is returned afterwards; a program that restates a
+ * QP from ERR through RESET polls only what its new life completes
+ * (pyverbs' test_mr_rereg_pd).  Unlike the destroyed QPs' filter above,
+ * the entries go from the ring at once: the QP lives on under the same
+ * number.  Its completions are produced with its sq_lock or rq_lock held,
+ * which the daemon's RESET took, so none of the old life comes after this
+ * (but a message an executor found the QP ready for just before the RESET
+ * may still complete into an SRQ, whose lock the RESET does not take).
+ * The producers' lock keeps every other producer
+ * (another process's executor, the daemon's engine) out while the entries
+ * between cons and prod move, poll_lock this process's consumers.  The
+ * other QPs' entries keep their order and move towards prod, each under
+ * the sequence word of its new index; cons moves past the slots freed.
+ * Arming is left alone: an event already raised stays raised, as on an
+ * HCA.  srq_wq, if not NULL: the SRQ whose receive WQEs the removed
+ * receive completions consumed, given back as mlx5 gives them back.
+ */
+void sr_cq_clean_qp(struct ibv_cq *ibcq, uint32_t qpn, struct sr_wq *srq_wq)
+{
+	struct sr_context *ctx;
+	struct sr_cq_shm *s;
+	struct sr_cqe *ring;
+	struct sr_cq *cq;
+	uint32_t cons, prod, mask, nfreed = 0;
+
+	if (!ibcq)
+		return; /* XRC QPs have no CQ of their own (XRC_RECV none at all) */
+	cq = to_scq(ibcq);
+	ctx = to_sctx(ibcq->context);
+	s = cq->shm;
+	sr_shm_lock(&cq->poll_lock);
+	sr_shm_lock(&s->lock);
+	/* under both locks: no entry is half published, ring_off and
+	 * cqe_cnt hold (resize_cq takes poll_lock) */
+	ring = sr_arena_ptr(ctx->arena, s->ring_off);
+	mask = s->cqe_cnt - 1;
+	cons = atomic_load_explicit(&s->cons, memory_order_relaxed);
+	prod = atomic_load_explicit(&s->prod, memory_order_relaxed);
+	for (uint32_t i = prod; i != cons;) {
+		struct sr_cqe *e = &ring[--i & mask], *to;
+
+		if (e->qp_num == qpn) {
+			if (srq_wq)
+				srq_slot_dropped(srq_wq, e);
+			nfreed++;
+			continue;
+		}
+		if (!nfreed)
+			continue;
+		to = &ring[(i + nfreed) & mask];
+		memcpy((char *)to + offsetof(struct sr_cqe, status),
+		       (const char *)e + offsetof(struct sr_cqe, status),
+		       sizeof(*e) - offsetof(struct sr_cqe, status));
+		atomic_store_explicit(&to->seq, i + nfreed + 1, memory_order_release);
+	}
+	if (nfreed)
+		/* frees the slots: pairs with the producers' load-acquire of cons */
+		atomic_store_explicit(&s->cons, cons + nfreed, memory_order_release);
+	sr_shm_unlock(&s->lock);
 	sr_shm_unlock(&cq->poll_lock);
 }
 

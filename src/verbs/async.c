@@ -36,6 +36,16 @@ static bool take_bit(_Atomic uint32_t *bits, int *ev)
 	return false;
 }
 
+/* An event handed out, which the object's destroy waits to see acked (as
+ * rdma-core's, with the count the kernel returns).  Under ctx->lock: a
+ * destroy takes the object off the lists under it before it waits. */
+static void count(pthread_mutex_t *m, uint32_t *reported)
+{
+	pthread_mutex_lock(m);
+	(*reported)++;
+	pthread_mutex_unlock(m);
+}
+
 static bool find_event(struct sr_context *ctx, struct ibv_async_event *event)
 {
 	bool found = false;
@@ -47,6 +57,7 @@ static bool find_event(struct sr_context *ctx, struct ibv_async_event *event)
 
 		if (take_bit(&qp->shm->async_events, &ev)) {
 			event->element.qp = &qp->qpx.qp_base;
+			count(&qp->qpx.qp_base.mutex, &qp->async_reported);
 			found = true;
 		}
 	}
@@ -55,6 +66,7 @@ static bool find_event(struct sr_context *ctx, struct ibv_async_event *event)
 
 		if (take_bit(&srq->shm->async_events, &ev)) {
 			event->element.srq = &srq->srq;
+			count(&srq->srq.mutex, &srq->async_reported);
 			found = true;
 		}
 	}
@@ -63,6 +75,7 @@ static bool find_event(struct sr_context *ctx, struct ibv_async_event *event)
 
 		if (take_bit(&cq->shm->async_events, &ev)) {
 			event->element.cq = ibv_cq_ex_to_cq(&cq->cq);
+			count(&cq->cq.mutex, &cq->async_reported);
 			found = true;
 		}
 	}

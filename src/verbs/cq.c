@@ -211,11 +211,6 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 		return EINVAL;
 	cq = to_scq(ibcq);
 	ctx = to_sctx(ibcq->context);
-	/* as rdma-core: every event handed out must be acknowledged first */
-	pthread_mutex_lock(&ibcq->mutex);
-	while (ibcq->comp_events_completed != cq->events_reported)
-		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
-	pthread_mutex_unlock(&ibcq->mutex);
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DESTROY_CQ;
 	req.handle = cq->handle;
@@ -232,6 +227,15 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 		pthread_mutex_unlock(&ctx->lock);
 		return -ret;
 	}
+	/* as rdma-core's ibv_cmd_destroy_cq: the kernel first (EBUSY while a
+	 * QP uses the CQ, which stays whole: fio destroys its CQ before its
+	 * QP), and only a CQ that is gone waits for the events handed out of
+	 * it to be acknowledged */
+	pthread_mutex_lock(&ibcq->mutex);
+	while (ibcq->comp_events_completed != cq->events_reported ||
+	       ibcq->async_events_completed != cq->async_reported)
+		pthread_cond_wait(&ibcq->cond, &ibcq->mutex);
+	pthread_mutex_unlock(&ibcq->mutex);
 	if (ibcq->channel)
 		__atomic_sub_fetch(&ibcq->channel->refcnt, 1, __ATOMIC_RELAXED);
 	free(cq);

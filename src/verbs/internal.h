@@ -94,6 +94,7 @@ struct sr_cq {
 	struct sr_cqe cur;	  /* extended polling: the entry being read */
 	struct sr_lock poll_lock; /* consumers within this process (the arena lock type: one CAS) */
 	uint32_t events_reported; /* by ibv_get_cq_event; under cq.mutex */
+	uint32_t async_reported;  /* by ibv_get_async_event; under cq.mutex */
 	/* QPs of this CQ destroyed lately, whose completions polling drops
 	 * (cq_poll.c, "Completions of destroyed QPs"); under poll_lock */
 	uint32_t ndead, dead_next;
@@ -105,7 +106,8 @@ struct sr_srq {
 	struct sr_list link;
 	uint32_t srqn;
 	struct sr_srq_shm *shm;
-	bool xrc; /* IBV_SRQT_XRC */
+	bool xrc;		 /* IBV_SRQT_XRC */
+	uint32_t async_reported; /* by ibv_get_async_event; under srq.mutex */
 };
 
 struct sr_xrcd {
@@ -120,6 +122,7 @@ struct sr_qp {
 	uint32_t opened_xrcd; /* ibv_open_qp: the XRCD handle it was opened through */
 	struct sr_qp_shm *shm;
 	struct ibv_qp_cap cap;
+	uint32_t async_reported; /* by ibv_get_async_event; under qp_base.mutex */
 	/* ibv_wr_* builder state */
 	int wr_err;
 	uint32_t wr_start_head;
@@ -221,6 +224,8 @@ int sr_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 int sr_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc);
 void sr_cq_qp_destroyed(struct ibv_cq *cq, uint32_t qpn);
 void sr_cq_qp_created(struct ibv_cq *cq, uint32_t qpn);
+/* Removes every completion of QP qpn from cq (cq_poll.c); srq_wq: its SRQ's queue */
+void sr_cq_clean_qp(struct ibv_cq *cq, uint32_t qpn, struct sr_wq *srq_wq);
 int sr_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int sr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
 void sr_cq_ex_init(struct sr_cq *cq);

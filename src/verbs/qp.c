@@ -203,10 +203,22 @@ struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 	return NULL;
 }
 
+/* Removes the QP's completions from its CQs (cq_poll.c, sr_cq_clean_qp):
+ * receive completions that took WQEs of its SRQ give those back. */
+static void cq_clean(struct ibv_qp *qp)
+{
+	sr_cq_clean_qp(qp->recv_cq, qp->qp_num, qp->srq ? &to_ssrq(qp->srq)->shm->rq : NULL);
+	if (qp->send_cq != qp->recv_cq)
+		sr_cq_clean_qp(qp->send_cq, qp->qp_num, NULL);
+}
+
 /* What follows a move of the QP from state was to qp->state, once the
  * daemon made it. */
 static void qp_moved(struct sr_context *ctx, struct ibv_qp *qp, uint32_t was)
 {
+	if (qp->state == IBV_QPS_RESET)
+		/* its old life's completions go, as mlx5_modify_qp cleans them */
+		cq_clean(qp);
 	if (qp->state == IBV_QPS_RTS &&
 	    (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_SEND)) {
 		/* the daemon held our sq_lock: a responder's post_recv that
@@ -351,6 +363,15 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	sr_cq_qp_destroyed(qp->send_cq, qp->qp_num);
 	if (qp->recv_cq != qp->send_cq)
 		sr_cq_qp_destroyed(qp->recv_cq, qp->qp_num);
+	/* and those already there go now (mlx5_destroy_qp cleans its CQs):
+	 * they hold no slot a live QP's completion could need */
+	cq_clean(qp);
+	/* as rdma-core's ibv_cmd_destroy_qp: once it is gone, the async events
+	 * handed out for it must be acknowledged */
+	pthread_mutex_lock(&qp->mutex);
+	while (qp->events_completed != to_sqp(qp)->async_reported)
+		pthread_cond_wait(&qp->cond, &qp->mutex);
+	pthread_mutex_unlock(&qp->mutex);
 	free(to_sqp(qp));
 	return 0;
 }

@@ -169,6 +169,12 @@ int ibv_destroy_srq(struct ibv_srq *srq)
 		pthread_mutex_unlock(&ctx->lock);
 		return -ret;
 	}
+	/* as rdma-core's ibv_cmd_destroy_srq: once it is gone, the async
+	 * events handed out for it must be acknowledged */
+	pthread_mutex_lock(&srq->mutex);
+	while (srq->events_completed != to_ssrq(srq)->async_reported)
+		pthread_cond_wait(&srq->cond, &srq->mutex);
+	pthread_mutex_unlock(&srq->mutex);
 	free(to_ssrq(srq));
 	return 0;
 }

@@ -2066,6 +2066,71 @@ static void test_cq_channel_eintr(void)
 	env_close(&e);
 }
 
+/* Acknowledges one event after 200 ms (a CQ's or, with an async event, its
+ * object's), noting that it did. */
+struct late_ack {
+	struct ibv_cq *cq;
+	struct ibv_async_event *ev;
+	_Atomic bool done;
+};
+
+static void *ack_after_200ms(void *arg)
+{
+	struct late_ack *a = arg;
+
+	usleep(200000);
+	a->done = true;
+	if (a->cq)
+		ibv_ack_cq_events(a->cq, 1);
+	else
+		ibv_ack_async_event(a->ev);
+	return NULL;
+}
+
+/*
+ * As rdma-core's ibv_cmd_destroy_cq: the kernel is asked first, and refuses
+ * (EBUSY) while a QP uses the CQ, which stays whole; only once the CQ is
+ * gone does ibv_destroy_cq wait for its events to be acknowledged.  fio's
+ * rdma engine destroys its CQ, with an event unacked, before its QP: a
+ * wait first sleeps for ever.
+ */
+static void test_cq_destroy_busy_unacked(void)
+{
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq, *evcq = NULL;
+	struct ibv_qp *qp;
+	void *evctx = NULL;
+	struct late_ack a = {0};
+	pthread_t t;
+	struct env e;
+
+	env_open(&e);
+	ch = ibv_create_comp_channel(e.ctx);
+	REQUIRE(ch);
+	cq = ibv_create_cq(e.ctx, 16, NULL, ch, 0);
+	REQUIRE(cq);
+	CHECK_RET(ibv_req_notify_cq(cq, 0), 0);
+	qp = flush_into(&e, cq, 2);
+	REQUIRE(qp);
+	CHECK_EQ(ibv_get_cq_event(ch, &evcq, &evctx), 0);
+	CHECK(evcq == cq);
+	/* the event unacked, the QP still there: EBUSY at once */
+	CHECK_RET(ibv_destroy_cq(cq), EBUSY);
+	/* and the CQ works on: its completions, its arming, its channel */
+	CHECK_EQ(cq_drain(cq), 2);
+	CHECK_RET(ibv_req_notify_cq(cq, 0), 0);
+	CHECK_RET(ibv_destroy_comp_channel(ch), EBUSY);
+	CHECK_RET(ibv_destroy_qp(qp), 0);
+	/* gone now, but it returns only once the event is acknowledged */
+	a.cq = cq;
+	REQUIRE(pthread_create(&t, NULL, ack_after_200ms, &a) == 0);
+	CHECK_RET(ibv_destroy_cq(cq), 0);
+	CHECK(a.done);
+	pthread_join(t, NULL);
+	CHECK_RET(ibv_destroy_comp_channel(ch), 0);
+	env_close(&e);
+}
+
 /* -------------------------------------------------------------------- QP */
 
 static void test_qp_create(void)
@@ -3023,6 +3088,41 @@ static void test_srq_last_wqe(void)
 	env_close(&e);
 }
 
+/* As rdma-core's ibv_cmd_destroy_qp: a QP that is gone returns from
+ * ibv_destroy_qp once the async events handed out for it are acknowledged
+ * (the element of an unacked event stays valid until then). */
+static void test_qp_destroy_waits_async_ack(void)
+{
+	struct env e;
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 8, .max_sge = 1}};
+	struct ibv_async_event ev;
+	struct late_ack a = {.ev = &ev};
+	struct pollfd pfd;
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+	pthread_t t;
+
+	env_open(&e);
+	pfd = (struct pollfd){.fd = e.ctx->async_fd, .events = POLLIN};
+	srq = ibv_create_srq(e.pd, &sa);
+	REQUIRE(srq);
+	qp = qp_new(e.pd, IBV_QPT_RC, e.cq, e.cq, srq);
+	REQUIRE(qp);
+	CHECK_RET(drive(&e, qp, IBV_QPS_RTS), 0);
+	CHECK_RET(modify_to(&e, qp, IBV_QPS_RTS, IBV_QPS_ERR, 0), 0);
+	REQUIRE(poll(&pfd, 1, 1000) == 1);
+	memset(&ev, 0, sizeof(ev));
+	REQUIRE(ibv_get_async_event(e.ctx, &ev) == 0);
+	CHECK_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+	CHECK(ev.element.qp == qp);
+	REQUIRE(pthread_create(&t, NULL, ack_after_200ms, &a) == 0);
+	CHECK_RET(ibv_destroy_qp(qp), 0);
+	CHECK(a.done);
+	pthread_join(t, NULL);
+	CHECK_RET(ibv_destroy_srq(srq), 0);
+	env_close(&e);
+}
+
 /* Control verbs from several threads on one context: overlapping
  * registrations of one buffer, CQs and QPs created and destroyed.  Nothing
  * fails, and the buffer keeps its contents. */
@@ -3465,6 +3565,7 @@ static const struct sr_test_case tests[] = {
 	SR_TEST(cq_ex)
 	SR_TEST(cq_channel)
 	SR_TEST(cq_channel_eintr)
+	SR_TEST(cq_destroy_busy_unacked)
 	SR_TEST(qp_create)
 	SR_TEST(qp_create_invalid)
 	SR_TEST(qp_ex)
@@ -3480,6 +3581,7 @@ static const struct sr_test_case tests[] = {
 	SR_TEST(mcast_detach_nonmember)
 	SR_TEST(async_fd)
 	SR_TEST(srq_last_wqe)
+	SR_TEST(qp_destroy_waits_async_ack)
 	SR_TEST(null_args)
 	SR_TEST(two_contexts)
 	SR_TEST(threads)
