@@ -6,21 +6,28 @@
  * (with its private data) from the daemon and finishes what rdma-core's
  * librdmacm finishes in user space: the new id of a CONNECT_REQUEST, the
  * QP's RTR/RTS and the RTU on a CONNECT_RESPONSE (reported as ESTABLISHED),
- * the QP to ERR on REJECTED.  A count with no event behind it (the daemon
- * dropped or moved the event) is read past.  Each event is counted on its
- * id until acked: rdma_destroy_id waits for that.
+ * the QP to ERR on REJECTED.  A count with no event behind it (an event
+ * the daemon dropped on its own account) is read past.  Each event is
+ * counted on its id until acked (a CONNECT_REQUEST on its listener, as
+ * rdma-core's): rdma_destroy_id and rdma_migrate_id wait for that.
  *
  * One fetch takes up to SR_CM_EVENT_BATCH queued events at once (a process
  * with a thousand ids in flight would otherwise pay a round trip to the
  * daemon per event); those not handed out yet wait in the channel, their
  * counts still in the eventfd.  Destroying or migrating an id does to them
  * what the daemon does to its queued ones (drop, or move to the new
- * channel), under the channel's lock, so no fetch slips in between.
+ * channel), under the channel's lock, so no fetch slips in between.  The
+ * counts go with the events: the new channel's eventfd gets one for each
+ * moved, and the old one loses those of the events that left it (the
+ * daemon says how many of its queued ones), so that each fd polls readable
+ * exactly while its own channel holds events, as the kernel's do.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "rdmacm/internal.h"
@@ -60,12 +67,46 @@ struct rdma_event_channel *cm_channel_new(void)
 	return &c->ch;
 }
 
+/*
+ * Takes the counts of n events that left c out of its eventfd, never
+ * waiting (the application's fd may be blocking): a count a reader of c
+ * took meanwhile is not there to take, and that reader's fetch then finds
+ * no event and reads again, as it would have blocked or seen EAGAIN had the
+ * event never been there.
+ */
+static void chan_uncount(struct cm_chan *c, uint32_t n)
+{
+	int saved = errno;
+	uint64_t v;
+	struct iovec iov = {.iov_base = &v, .iov_len = sizeof(v)};
+
+	while (n) {
+		ssize_t r = preadv2(c->ch.fd, &iov, 1, -1, RWF_NOWAIT);
+
+		if (r < 0 && errno == EOPNOTSUPP) {
+			/* a kernel without RWF_NOWAIT on eventfds (before
+			 * 5.12): read only what poll says is there */
+			struct pollfd p = {.fd = c->ch.fd, .events = POLLIN};
+
+			if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+				break;
+			r = read(c->ch.fd, &v, sizeof(v));
+		}
+		if (r == sizeof(v))
+			n--;
+		else if (r >= 0 || errno != EINTR)
+			break;
+	}
+	errno = saved;
+}
+
 /* Takes the fetched events that fit (those of id, and CONNECT_REQUESTs for
- * listener id; every one with all) out of c, into *out in order.  Under
- * c->lock. */
-static void cached_take(struct cm_chan *c, uint32_t id, bool all, struct cm_cached **out)
+ * listener id; every one with all) out of c, into *out in order; how many.
+ * Under c->lock. */
+static uint32_t cached_take(struct cm_chan *c, uint32_t id, bool all, struct cm_cached **out)
 {
 	struct cm_cached **pp = &c->head, **ot = out;
+	uint32_t n = 0;
 
 	while (*ot)
 		ot = &(*ot)->next;
@@ -79,24 +120,37 @@ static void cached_take(struct cm_chan *c, uint32_t id, bool all, struct cm_cach
 			e->next = NULL;
 			*ot = e;
 			ot = &e->next;
+			n++;
 			continue;
 		}
 		c->tail = &e->next;
 		pp = &e->next;
 	}
+	return n;
 }
 
-/* Fetched events nobody will see: a connection request's new id (not
- * except), which the daemon counts as reported, is destroyed, so the
- * requester gets a REJ, as for a request dropped in the daemon. */
-static void cached_free(struct cm_cached *list, uint32_t except)
+/* Destroys id handle in the daemon: how many of its queued events left its
+ * channel then (0 on an error). */
+static uint32_t destroy_in_daemon(uint32_t handle)
+{
+	struct sr_req req;
+	struct sr_rep rep;
+
+	cm_req_init(&req, SR_OP_CM_DESTROY_ID, handle);
+	return cm_request(&req, &rep, NULL, 0) ? 0 : rep.handle;
+}
+
+/* Fetched events nobody will see, taken out of c: a connection request's
+ * new id (not except), which the daemon counts as reported, is destroyed,
+ * so the requester gets a REJ, as for a request dropped in the daemon. */
+static void cached_free(struct cm_chan *c, struct cm_cached *list, uint32_t except)
 {
 	while (list) {
 		struct cm_cached *e = list;
 
 		list = e->next;
 		if (e->w.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->w.id != except)
-			cm_id_op(e->w.id, SR_OP_CM_DESTROY_ID);
+			chan_uncount(c, destroy_in_daemon(e->w.id));
 		free(e);
 	}
 }
@@ -231,12 +285,14 @@ void cm_chan_destroy_id(struct cm_id *id)
 {
 	struct cm_chan *c = (struct cm_chan *)id->id.channel;
 	struct cm_cached *gone = NULL;
+	uint32_t n;
 
 	pthread_mutex_lock(&c->lock);
-	cm_id_op(id->handle, SR_OP_CM_DESTROY_ID);
-	cached_take(c, id->handle, false, &gone);
+	n = destroy_in_daemon(id->handle);
+	n += cached_take(c, id->handle, false, &gone);
+	chan_uncount(c, n);
 	pthread_mutex_unlock(&c->lock);
-	cached_free(gone, id->handle);
+	cached_free(c, gone, id->handle);
 }
 
 struct rdma_event_channel *rdma_create_event_channel(void)
@@ -256,7 +312,7 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	pthread_mutex_lock(&c->lock);
 	cached_take(c, 0, true, &gone);
 	pthread_mutex_unlock(&c->lock);
-	cached_free(gone, 0);
+	cached_free(c, gone, 0);
 	cm_req_init(&req, SR_OP_CM_CHANNEL_DESTROY, c->handle);
 	cm_request(&req, &rep, NULL, 0);
 	close(c->ch.fd);
@@ -369,18 +425,20 @@ again:
 	if (ret)
 		return cm_err(-ret);
 	if (w->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-		listen = cm_id_table_get(w->listen_id);
+		/* counted on the listener until acked, not on the new id
+		 * (rdma-core's evt->id_priv): the new id can be migrated or
+		 * destroyed before the request is acked, and the listener
+		 * cannot be destroyed before */
+		listen = cm_id_table_hold(w->listen_id);
 		if (!listen)
 			goto again; /* its listener is being destroyed */
 		id = new_child(listen, w);
 		if (!id) {
+			cm_id_release(listen);
 			cm_req_init(&req, SR_OP_CM_REJECT, w->id);
 			cm_request(&req, &rep, NULL, 0);
 			goto again;
 		}
-		pthread_mutex_lock(&id->lock);
-		id->events_unacked++; /* a new id: nobody else knows it yet */
-		pthread_mutex_unlock(&id->lock);
 	} else {
 		id = cm_id_table_hold(w->id);
 		if (!id)
@@ -389,14 +447,14 @@ again:
 	cm_id_apply_info(id, &w->info);
 	e = calloc(1, sizeof(*e));
 	if (!e) {
-		cm_id_release(id);
+		cm_id_release(listen ? listen : id);
 		return cm_err(ENOMEM);
 	}
 	e->ev.id = &id->id;
 	e->ev.listen_id = listen ? &listen->id : NULL;
 	e->ev.event = w->event;
 	e->ev.status = w->status;
-	e->owner = id;
+	e->owner = listen ? listen : id;
 
 	switch (w->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
@@ -522,10 +580,12 @@ int cm_complete(struct cm_id *id)
 }
 
 /*
- * Moves id's events to channel `to` in the daemon, then its fetched ones:
- * both channels locked throughout, so neither hands out an event of the id
- * out of order; one migration at a time, so two of them never wait for
- * each other's channels.  0 or -errno.
+ * Moves id's events to channel `to` in the daemon, then its fetched ones,
+ * with their counts (the kernel's ucma_move_events): both channels locked
+ * throughout, so neither hands out an event of the id out of order, and
+ * none of from's requests in flight (their replies may bring the id's
+ * events into from); one migration at a time, so two of them never wait
+ * for each other's channels.  0 or -errno.
  */
 static int migrate(struct cm_id *id, struct cm_chan *from, struct cm_chan *to)
 {
@@ -536,15 +596,34 @@ static int migrate(struct cm_id *id, struct cm_chan *from, struct cm_chan *to)
 	int ret;
 
 	pthread_mutex_lock(&migrate_lock);
-	if (from && from != to)
+	if (from && from != to) {
 		pthread_mutex_lock(&from->lock);
+		while (from->inflight)
+			pthread_cond_wait(&from->landed, &from->lock);
+	}
 	pthread_mutex_lock(&to->lock);
 	cm_req_init(&req, SR_OP_CM_MIGRATE, id->handle);
 	req.u.cm.channel = to->handle;
 	ret = cm_request(&req, &rep, NULL, 0);
 	if (!ret && from && from != to) {
-		cached_take(from, id->handle, false, &moved);
+		uint32_t n = rep.handle; /* the daemon's, counted in from */
+
+		n += cached_take(from, id->handle, false, &moved);
+		/* a listener's requests fetched, not handed out yet: their new
+		 * ids are made on its channel (new_child), so they go there
+		 * too, with whatever events they have (the daemon moves those
+		 * of requests it still holds itself) */
+		for (struct cm_cached *e = moved; e; e = e->next) {
+			if (e->w.event != RDMA_CM_EVENT_CONNECT_REQUEST || e->w.id == id->handle)
+				continue;
+			cm_req_init(&req, SR_OP_CM_MIGRATE, e->w.id);
+			req.u.cm.channel = to->handle;
+			if (!cm_request(&req, &rep, NULL, 0))
+				n += rep.handle;
+			n += cached_take(from, e->w.id, false, &moved);
+		}
 		cached_put(to, moved);
+		chan_uncount(from, n);
 	}
 	pthread_mutex_unlock(&to->lock);
 	if (from && from != to)

@@ -178,9 +178,12 @@ void sr_cm_event_post(struct sr_cm_id *id, struct sr_cm_event *ev);
 void sr_cm_signal_flush(void);
 /* Pops the oldest event of ch into w; -EAGAIN when none waits. */
 int sr_cm_event_get(struct sr_daemon *d, struct sr_cm_chan *ch, struct sr_cm_event_wire *w);
-/* Drops id's queued events; rejects children still waiting to be reported. */
-void sr_cm_events_drop(struct sr_daemon *d, struct sr_cm_id *id);
-void sr_cm_events_move(struct sr_cm_id *id, struct sr_cm_chan *to);
+/* Drops id's queued events; rejects children still waiting to be reported.
+ * How many events left id's channel (each counted in its eventfd). */
+uint32_t sr_cm_events_drop(struct sr_daemon *d, struct sr_cm_id *id);
+/* Moves id's queued events (a listener's requests too) to channel to, in
+ * order; how many left the old one (each counted in its eventfd). */
+uint32_t sr_cm_events_move(struct sr_daemon *d, struct sr_cm_id *id, struct sr_cm_chan *to);
 void sr_cm_id_info(const struct sr_cm_id *id, struct sr_cm_info *info);
 /* Binds id to addr (port 0: an ephemeral one).  0 or -errno. */
 int sr_cm_bind(struct sr_daemon *d, struct sr_cm_id *id, const struct sockaddr *addr);

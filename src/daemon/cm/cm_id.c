@@ -3,10 +3,14 @@
  * low 17 bits of its local comm ID, so a MAD finds its id in one lookup),
  * the per-channel event queues with their eventfds, and the port spaces
  * (bind, ephemeral ports).  A channel's eventfd counts events: one write per
- * event queued, one read by the library per event it fetches.  Events
- * dropped or moved here leave the old count behind; the library treats a
- * fetch that finds nothing as "read again", so a stale count is harmless,
- * and the daemon never reads a client's eventfd (it could block).
+ * event queued, one read by the library per event it fetches.  The daemon
+ * never reads a client's eventfd (it could block): events it drops or moves
+ * at the library's request (DESTROY_ID, MIGRATE) are counted in the old
+ * channel first and their number goes back in the reply, and the library
+ * takes those counts out, so that each channel polls readable exactly while
+ * its own queue holds events (the kernel's ucma_migrate_id).  Events dropped
+ * on the daemon's own account leave their counts behind; the library treats
+ * a fetch that finds nothing as "read again".
  */
 #include <errno.h>
 #include <linux/capability.h>
@@ -290,9 +294,15 @@ int sr_cm_event_get(struct sr_daemon *d, struct sr_cm_chan *ch, struct sr_cm_eve
 	return 0;
 }
 
-static void unlink_events(struct sr_cm_chan *ch, uint32_t handle, struct sr_cm_event **out)
+/* Takes id's events out of ch (those of id itself, and a listener's
+ * CONNECT_REQUESTs: the kernel's ucma_move_events moves the events whose
+ * context is the id) onto *out, reversed; how many.  Every event of ch is
+ * counted in its eventfd first, so that the library, told how many went,
+ * can take exactly their counts out of it. */
+static uint32_t unlink_events(struct sr_cm_chan *ch, uint32_t handle, struct sr_cm_event **out)
 {
 	struct sr_cm_event **pp = &ch->head;
+	uint32_t n = 0;
 
 	ch->tail = &ch->head;
 	while (*pp) {
@@ -303,20 +313,29 @@ static void unlink_events(struct sr_cm_chan *ch, uint32_t handle, struct sr_cm_e
 			*pp = ev->next;
 			ev->next = *out;
 			*out = ev;
+			n++;
 			continue;
 		}
 		ch->tail = &ev->next;
 		pp = &ev->next;
 	}
+	if (n && ch->unsignalled) {
+		uint32_t u = ch->unsignalled;
+
+		unsignalled_forget(ch);
+		signal_chan(ch, u);
+	}
+	return n;
 }
 
-void sr_cm_events_drop(struct sr_daemon *d, struct sr_cm_id *id)
+uint32_t sr_cm_events_drop(struct sr_daemon *d, struct sr_cm_id *id)
 {
 	struct sr_cm_event *gone = NULL;
+	uint32_t n;
 
 	if (!id->chan)
-		return;
-	unlink_events(id->chan, id->handle, &gone);
+		return 0;
+	n = unlink_events(id->chan, id->handle, &gone);
 	while (gone) {
 		struct sr_cm_event *ev = gone;
 		struct sr_cm_id *child;
@@ -326,17 +345,22 @@ void sr_cm_events_drop(struct sr_daemon *d, struct sr_cm_id *id)
 		if (ev->w.event == RDMA_CM_EVENT_CONNECT_REQUEST && ev->w.id != id->handle &&
 		    (child = cm_of(d)->ids[ev->w.id])) {
 			sr_cm_abandon(d, child);
+			n += sr_cm_events_drop(d, child); /* on the same channel */
 			sr_cm_id_free(d, child);
 		}
 		free(ev);
 	}
+	return n;
 }
 
-void sr_cm_events_move(struct sr_cm_id *id, struct sr_cm_chan *to)
+uint32_t sr_cm_events_move(struct sr_daemon *d, struct sr_cm_id *id, struct sr_cm_chan *to)
 {
 	struct sr_cm_event *moved = NULL, *rev = NULL;
+	struct sr_cm_chan *from = id->chan;
+	uint32_t n = 0;
 
-	unlink_events(id->chan, id->handle, &moved);
+	if (from)
+		n = unlink_events(from, id->handle, &moved);
 	while (moved) { /* unlink_events reversed them */
 		struct sr_cm_event *ev = moved;
 
@@ -345,12 +369,18 @@ void sr_cm_events_move(struct sr_cm_id *id, struct sr_cm_chan *to)
 		rev = ev;
 	}
 	id->chan = to;
+	/* a listener's requests not yet reported: their new ids are made on
+	 * the channel the request is taken from (the library's new_child) */
+	for (struct sr_cm_id *o = cm_of(d)->all; o && id->state == SR_CM_LISTEN; o = o->next)
+		if (o->listener == id && o->chan == from)
+			o->chan = to;
 	while (rev) {
 		struct sr_cm_event *ev = rev;
 
 		rev = ev->next;
 		sr_cm_event_post(id, ev);
 	}
+	return n;
 }
 
 static void put_addr(uint8_t raw[SR_CM_ADDR_LEN], const struct sockaddr_storage *a)

@@ -266,7 +266,10 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		return -EINVAL;
 	switch (req->op) {
 	case SR_OP_CM_DESTROY_ID:
+		/* rep->handle: the events dropped from the id's channel, whose
+		 * counts the library takes out of its eventfd */
 		sr_cm_abandon(d, id);
+		rep->handle = sr_cm_events_drop(d, id);
 		sr_cm_id_free(d, id);
 		return 0;
 	case SR_OP_CM_QUERY:
@@ -332,8 +335,10 @@ static int do_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		ch = sr_cm_chan_owned(d, c, req->u.cm.channel);
 		if (!ch)
 			return -EINVAL;
+		/* rep->handle: the events moved off the old channel (as for
+		 * DESTROY_ID) */
 		if (ch != id->chan)
-			sr_cm_events_move(id, ch);
+			rep->handle = sr_cm_events_move(d, id, ch);
 		return 0;
 	case SR_OP_CM_JOIN: {
 		struct sr_cm_event *ev;
