@@ -27,6 +27,7 @@
 
 #include "core/daemon_link.h"
 #include "core/msg.h"
+#include "core/own_socket.h"
 
 /*
  * A set-user-ID (or otherwise privileged, AT_SECURE) program takes nothing
@@ -83,7 +84,7 @@ static int try_connect(void)
 	sr_daemon_socket_name(name, sizeof(name));
 	len = offsetof(struct sockaddr_un, sun_path) + 1 +
 	      snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "%s", name);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	fd = sr_own_socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, len)) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/own_socket.h"
 #include "wire/gid.h"
 #include "wire/icrc.h"
 #include "wire/udp.h"
@@ -21,7 +22,8 @@ static int udp_socket(uint16_t port, bool group, uint16_t *bound)
 	int fd, zero = 0, one = 1, pmtu4 = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
 	int rbuf = SR_UDP_RCVBUF, sbuf = SR_UDP_SNDBUF;
 
-	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/* not the application's socket(): own_socket.h */
+	fd = sr_own_socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));

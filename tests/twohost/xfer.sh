@@ -97,7 +97,8 @@ nn_sanitizer_reports || { echo "FAIL: sanitizer reports in the daemons"; ok=0; }
 [ "$paused" = "${XFER_PAUSES:-0}" ] ||
 	{ echo "FAIL: the client was stopped $paused times, not $XFER_PAUSES (it ended first?)"; ok=0; }
 [ $src = 0 ] || { echo "FAIL: server exited $src"; ok=0; }
-if [ "$prog" = sr_xfer ] || [ "$prog" = sr_xrc_wire ] || [ "$prog" = sr_ackpp ]; then
+if [ "$prog" = sr_xfer ] || [ "$prog" = sr_xrc_wire ] || [ "$prog" = sr_ackpp ] ||
+	[ "$prog" = sr_blocked ]; then
 	grep -q "all checks passed" "$log/client" || { echo "FAIL: client checks"; ok=0; }
 	grep -q "all checks passed" "$log/server" || { echo "FAIL: server checks"; ok=0; }
 fi
