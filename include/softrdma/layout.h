@@ -11,6 +11,7 @@
  *   srqtab_off        struct sr_qpn_slot[SR_MAX_SRQS]    SRQN -> SRQ object
  *   mcasttab_off      struct sr_mcast_group[SR_MAX_MCAST_GRP] UD multicast groups
  *   epochtab_off      struct sr_epoch_slot[SR_MAX_EPOCH_SLOTS] data-path readers
+ *   lifetab_off       struct sr_life_slot[SR_MAX_LIVES]  processes' lives
  *   heap_off ...      objects allocated by the daemon (QPs, CQs, rings)
  *
  * Ownership: only the daemon allocates and frees heap objects and table
@@ -27,11 +28,13 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <linux/futex.h>
+#include <pthread.h>
 
 #include "core/shmlock.h"
 
 #define SR_ARENA_MAGIC	 0x534f4654524d4131ull /* "SOFTRMA1" */
-#define SR_ARENA_VERSION 4u /* 4: a responder places WRITEs that begin past a gap */
+#define SR_ARENA_VERSION 5u /* 5: processes' lives (struct sr_life_slot) */
 
 #define SR_CACHELINE	      64
 #define SR_MAX_KEYS	      (1u << 18) /* = 2^SR_KEY_INDEX_BITS */
@@ -313,6 +316,8 @@ struct sr_qp_shm {
 	uint32_t pd;
 	uint32_t owner_pid;
 	uint32_t async_fd_id;
+	uint32_t owner_life; /* the owner process's struct sr_life_slot + 1; 0: none */
+	uint32_t unused0;
 	uint64_t user_handle; /* owner's struct ibv_qp * for async events */
 	uint32_t srqn;	      /* 0 = own RQ */
 	uint32_t sq_sig_all;
@@ -433,6 +438,33 @@ struct sr_epoch_slot {
 };
 static_assert(sizeof(struct sr_epoch_slot) == SR_CACHELINE, "one slot per line");
 
+/*
+ * A process's life, as the kernel ends it.  On hardware a process's QPs
+ * are destroyed while it exits (the uverbs file's release runs before its
+ * parent can reap it), so from then on a peer's request finds no QP.  Here
+ * the daemon reclaims a dead process's objects only when it gets round to
+ * its closed socket, so peers need another witness: each process that uses
+ * the verbs holds `mu`, a robust, process-shared mutex, from a thread of
+ * its own that never lets it go (src/core/life.c).  The kernel marks the
+ * futex word FUTEX_OWNER_DIED while that thread exits (exit_robust_list, in
+ * exit_mm, before exit_notify tells the parent), so a load of the word says
+ * "dead" to every executor of the host from the moment the exit completes.
+ * The daemon initialises a slot for each process it serves (by pid),
+ * frees it only once its word says dead or unheld, and reuses it only once
+ * no reader can still hold a QP of the old owner (src/daemon/life.c); QPs
+ * name their owner's slot (sr_qp_shm.owner_life).  The word is glibc's __data.__lock, the
+ * futex of its robust mutexes (the TID of the owner, then the bits of
+ * <linux/futex.h>): a layout of glibc's public struct, read, never written.
+ */
+#define SR_MAX_LIVES 4096
+
+struct sr_life_slot {
+	pthread_mutex_t mu;
+	uint32_t pid; /* 0: free (the daemon's, slow path) */
+	char pad[SR_CACHELINE - sizeof(pthread_mutex_t) - 4];
+};
+static_assert(sizeof(struct sr_life_slot) == SR_CACHELINE, "one slot per line");
+
 /* One member of the engine's receive socket group (SR_RX_MEMBERS), in the
  * arena.  poll_at: when a thread of the process it is lent to last polled
  * (ns, CLOCK_MONOTONIC; 0: its threads sleep); while that is recent the
@@ -511,6 +543,7 @@ struct sr_arena_hdr {
 	uint64_t epochtab_off;
 	uint64_t udtxtab_off;  /* struct sr_udtx_slot[SR_UDTX_SLOTS] */
 	uint64_t rxfwdtab_off; /* struct sr_udtx_slot[SR_RXFWD_SLOTS] */
+	uint64_t lifetab_off;  /* struct sr_life_slot[SR_MAX_LIVES] */
 	uint64_t heap_off;
 	uint64_t heap_size;
 	_Atomic uint64_t reg_seq; /* source of sr_key_entry.reg_seq */
@@ -617,6 +650,10 @@ static inline uint32_t sr_arena_layout_version(void)
 	    SR_CNT_MAX,
 	    SR_MAX_KEYS,
 	    SR_MAX_QPS,
+	    sizeof(struct sr_life_slot),
+	    SR_MAX_LIVES,
+	    offsetof(struct sr_qp_shm, owner_life),
+	    offsetof(struct sr_arena_hdr, lifetab_off),
 	};
 
 	for (unsigned i = 0; i < sizeof(v) / sizeof(v[0]); i++)
@@ -670,6 +707,23 @@ static inline struct sr_mcast_group *sr_arena_mcasttab(void *base)
 {
 	const struct sr_arena_hdr *h = base;
 	return (struct sr_mcast_group *)((char *)base + h->mcasttab_off);
+}
+
+static inline struct sr_life_slot *sr_arena_lifetab(void *base)
+{
+	const struct sr_arena_hdr *h = base;
+	return (struct sr_life_slot *)((char *)base + h->lifetab_off);
+}
+
+/* Whether the process that owns qp has exited (struct sr_life_slot): its
+ * QP then answers nobody, as a destroyed one would. */
+static inline bool sr_qp_owner_gone(void *base, const struct sr_qp_shm *qp)
+{
+	if (!qp->owner_life)
+		return false;
+	return __atomic_load_n(&sr_arena_lifetab(base)[qp->owner_life - 1].mu.__data.__lock,
+			       __ATOMIC_ACQUIRE) &
+	       FUTEX_OWNER_DIED;
 }
 
 static inline struct sr_epoch_slot *sr_arena_epochtab(void *base)

@@ -31,7 +31,7 @@
 
 #include <softrdma/layout.h>
 
-#define SR_PROTO_VERSION 11u
+#define SR_PROTO_VERSION 12u
 #define SR_SOCKET_FMT	 "softrdma-%u-%lu" /* abstract name: uid, pid namespace inode */
 #define SR_DEV_NAME	 "soft0"
 /* An MR is a list of segments, one per memfd backing it spans (earlier
@@ -140,6 +140,8 @@ struct sr_dev_info {
 	uint64_t arena_size;
 	uint32_t client_id;
 	uint32_t daemon_pid;
+	uint32_t life; /* this process's struct sr_life_slot + 1, to hold (0: none) */
+	uint32_t unused;
 };
 
 struct sr_req_qp_caps {

@@ -129,6 +129,7 @@ struct sr_client {
 	struct sr_mr_seg *staged; /* MR_SEGS records for the next REG_MR or REREG_MR */
 	uint32_t nstaged;
 	uint32_t rx_member; /* its member of the engine's socket group (0: none) */
+	uint32_t life;	    /* its process's struct sr_life_slot + 1 (life.c; 0: none) */
 	struct sr_client *next;
 };
 
@@ -176,6 +177,10 @@ void sr_heap_reap(struct sr_daemon *d, bool all);
 uint64_t sr_heap_min_reader(struct sr_daemon *d);
 /* Frees every epoch slot of a process that is gone. */
 void sr_heap_forget_pid(struct sr_daemon *d, uint32_t pid);
+
+/* life.c: the slot of a process's life (layout.h struct sr_life_slot) */
+uint32_t sr_life_attach(struct sr_daemon *d, struct sr_client *c);
+void sr_life_detach(struct sr_daemon *d, struct sr_client *c);
 /* Frees the slots of every process that is gone, pinning or not (a fork
  * child's, whose connection carries its parent's pid). */
 void sr_heap_sweep_slots(struct sr_daemon *d);

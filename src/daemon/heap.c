@@ -80,6 +80,9 @@ int sr_heap_init(struct sr_daemon *d, uint64_t size)
 	for (uint64_t i = 0; i < SR_RXFWD_SLOTS; i++)
 		atomic_store_explicit(&sr_arena_rxfwdtab(h)[i].seq, i << 32, memory_order_relaxed);
 	off += (uint64_t)SR_RXFWD_SLOTS * sizeof(struct sr_udtx_slot);
+	off = (off + SR_CACHELINE - 1) & ~(uint64_t)(SR_CACHELINE - 1);
+	h->lifetab_off = off;
+	off += (uint64_t)SR_MAX_LIVES * sizeof(struct sr_life_slot);
 	atomic_store_explicit(&h->epoch, 1, memory_order_relaxed);
 	off = (off + 65535) & ~65535ull;
 	h->heap_off = off;

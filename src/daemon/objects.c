@@ -1227,6 +1227,9 @@ static int do_create_qp(struct sr_daemon *d, struct sr_client *c, const struct s
 	qp->pd = pd ? r->pd : 0;
 	qp->xrcd = xrcd ? xrcd->u.xrcd.dom->id : 0;
 	qp->owner_pid = c->pid;
+	/* an XRC target QP lives while any process has it open (A14): the
+	 * daemon, not its creator's exit, decides when it goes */
+	qp->owner_life = r->type == IBV_QPT_XRC_RECV ? 0 : c->life;
 	qp->async_fd_id = r->async_fd_id;
 	qp->user_handle = r->user_handle;
 	qp->srqn = r->srqn;
@@ -1987,6 +1990,7 @@ int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_
 		c->monitor = req->u.hello.flags & 1;
 		rep.u.hello = d->dev;
 		rep.u.hello.client_id = c->id;
+		rep.u.hello.life = c->monitor || c->internal ? 0 : sr_life_attach(d, c);
 		out_fds[0] = d->arena_fd;
 		nout = 1;
 		ret = 0;
@@ -2135,6 +2139,7 @@ void sr_client_teardown(struct sr_daemon *d, struct sr_client *c)
 	c->staged = NULL;
 	c->nstaged = 0;
 	rx_member_release(d, c);
+	sr_life_detach(d, c);
 	if (n)
 		sr_info("client %u (pid %d) gone: reclaimed %u objects", c->id, (int)c->pid, n);
 	/* its last connection: no thread of it can be inside the data path

@@ -399,7 +399,7 @@ bool sr_eng_rx_parse(struct sr_engine *e, const uint8_t *buf, uint32_t len, cons
 void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
 		       const uint8_t *dgid)
 {
-	struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, p->bth.dqpn);
+	struct sr_qp_shm *qp = sr_exec_peer_lookup(e->ctx, p->bth.dqpn);
 	struct sr_eng_qp *q;
 
 	if (!qp) {

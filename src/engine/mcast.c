@@ -84,7 +84,7 @@ void sr_eng_mcast_rx(struct sr_engine *e, const struct sr_pkt *p, const uint8_t 
 		return;
 	}
 	for (uint32_t j = 0; j < n; j++) {
-		struct sr_qp_shm *qp = sr_exec_qp_lookup(e->ctx, m[j]);
+		struct sr_qp_shm *qp = sr_exec_peer_lookup(e->ctx, m[j]);
 
 		if (qp && qp->type == IBV_QPT_UD)
 			sr_eng_resp_ud(e, qp, p, sgid, dgid);

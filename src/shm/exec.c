@@ -92,6 +92,20 @@ struct sr_qp_shm *sr_exec_qp_lookup(struct sr_context *ctx, uint32_t qpn)
 	return qp_lookup(ctx->arena, qpn);
 }
 
+/* A QP as a peer's request finds it: none once its process has exited
+ * (layout.h, struct sr_life_slot), even before the daemon reclaims it. */
+static struct sr_qp_shm *peer_lookup(void *arena, uint32_t qpn)
+{
+	struct sr_qp_shm *q = qp_lookup(arena, qpn);
+
+	return q && !sr_qp_owner_gone(arena, q) ? q : NULL;
+}
+
+struct sr_qp_shm *sr_exec_peer_lookup(struct sr_context *ctx, uint32_t qpn)
+{
+	return peer_lookup(ctx->arena, qpn);
+}
+
 struct sr_srq_shm *sr_exec_srq_lookup(struct sr_context *ctx, uint32_t srqn)
 {
 	struct sr_qpn_slot *slot = &sr_arena_srqtab(ctx->arena)[sr_qpn_index(srqn) % SR_MAX_SRQS];
@@ -557,7 +571,7 @@ static enum ibv_wc_status atomic_at(struct sr_context *ctx, struct sr_qp_shm *t,
 
 static struct sr_qp_shm *connected_peer(struct xfer *x)
 {
-	struct sr_qp_shm *t = qp_lookup(x->ctx->arena, x->qp->dest_qpn);
+	struct sr_qp_shm *t = peer_lookup(x->ctx->arena, x->qp->dest_qpn);
 	uint32_t peer = x->qp->type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_RECV : x->qp->type;
 
 	if (!t || t->type != peer || !can_receive(t))
@@ -771,7 +785,7 @@ static enum xres exec_send(struct xfer *x)
 			 * the IP multicast group of the MGID, IPv4 (an IPv4-mapped
 			 * MGID) or IPv6 (the kernel does not loop it back to us) */
 			for (uint32_t j = 0; j < n; j++) {
-				struct sr_qp_shm *t = qp_lookup(ctx->arena, m[j]);
+				struct sr_qp_shm *t = peer_lookup(ctx->arena, m[j]);
 
 				if (t && t->type == IBV_QPT_UD && can_receive(t) && t->qkey == qkey)
 					deliver(x, t, src, ns, len, grh);
@@ -781,7 +795,7 @@ static enum xres exec_send(struct xfer *x)
 				return send_ud_wire(x, src, ns, len, qkey);
 			return X_DONE;
 		}
-		struct sr_qp_shm *t = qp_lookup(ctx->arena, w->ud_qpn);
+		struct sr_qp_shm *t = peer_lookup(ctx->arena, w->ud_qpn);
 
 		if (!t || t->type != IBV_QPT_UD || !can_receive(t) || t->qkey != qkey)
 			return X_DONE; /* C10-7x: silently dropped, counted */

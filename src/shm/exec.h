@@ -60,6 +60,8 @@ void sr_exec_kick_try(struct sr_context *ctx, struct sr_qp_shm *initiator);
  * Callers of the kicks and of this are inside a reader section (epoch.h). */
 void sr_exec_recheck(struct sr_context *ctx, struct sr_qp_shm *qp);
 struct sr_qp_shm *sr_exec_qp_lookup(struct sr_context *ctx, uint32_t qpn);
+/* The same, for a peer's request: NULL once the QP's process has exited. */
+struct sr_qp_shm *sr_exec_peer_lookup(struct sr_context *ctx, uint32_t qpn);
 /* The SRQ numbered srqn, or NULL. */
 struct sr_srq_shm *sr_exec_srq_lookup(struct sr_context *ctx, uint32_t srqn);
 /* This process's UDP socket for packets its posting threads send to other

@@ -183,6 +183,7 @@ static void arena_put(void *base, size_t size)
 		}
 	/* the last context on it: no thread may be inside a call on it now */
 	sr_epoch_arena_closing(base);
+	sr_life_let_go(base, size);
 	munmap(base, size);
 	pthread_mutex_unlock(&arena_mu);
 }

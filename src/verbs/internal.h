@@ -182,6 +182,9 @@ int sr_ctx_get_fd(struct sr_context *ctx, uint32_t fd_id);
 
 /* ops.c */
 void sr_ctx_set_ops(struct sr_context *ctx);
+/* life.c: hold this process's life slot (layout.h struct sr_life_slot) */
+void sr_life_hold(void *arena, uint32_t life);
+void sr_life_let_go(void *arena, size_t size);
 
 /* device.c */
 int sr_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *attr,

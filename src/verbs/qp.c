@@ -67,6 +67,8 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 		errno = ENOMEM;
 		return NULL;
 	}
+	/* before a peer can reach a QP of this process (life.c) */
+	sr_life_hold(ctx->arena, ctx->dev.life);
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_CREATE_QP;
 	req.u.create_qp.type = attr->qp_type;
