@@ -51,7 +51,8 @@ demo: build
 	scripts/demo.sh $(BUILD)
 
 # tests/run_ctest.sh: the suite in parallel, then what failed once more,
-# alone (a test that passes alone is named as load-sensitive, not hidden)
+# alone; one that passes alone still fails the run unless
+# tests/intermittent.txt names it with its cause and plan
 test: build
 	tests/run_ctest.sh $(BUILD) $(JOBS)
 
