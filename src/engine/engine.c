@@ -489,7 +489,7 @@ static uint32_t ready_of(struct sr_engine *e, const struct epoll_event *ev, int 
 	return ready;
 }
 
-static volatile int engine_stop;
+static _Atomic int engine_stop; /* the daemon's thread asks, the engine's reads */
 
 /*
  * The engine shares two CPUs with applications that busy-poll.  Under
@@ -525,7 +525,7 @@ static void *engine_main(void *arg)
 	uint32_t rx_ready = (1u << e->nrx) - 1; /* by member */
 
 	short_slice();
-	while (!engine_stop) {
+	while (!atomic_load_explicit(&engine_stop, memory_order_relaxed)) {
 		uint64_t next, held, dack_at,
 		    tx0 = atomic_load_explicit(&e->cnt[SR_ENG_TX_PKTS], memory_order_relaxed);
 		bool busy;
@@ -914,7 +914,7 @@ void sr_engine_stop(void)
 
 	if (!engine_running)
 		return;
-	engine_stop = 1;
+	atomic_store_explicit(&engine_stop, 1, memory_order_relaxed);
 	if (write(engine_db_fd, &one, sizeof(one)) < 0)
 		sr_dbg("engine: stop: %m");
 	pthread_join(engine_thread, NULL);

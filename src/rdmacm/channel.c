@@ -596,16 +596,29 @@ static int migrate(struct cm_id *id, struct cm_chan *from, struct cm_chan *to)
 	int ret;
 
 	pthread_mutex_lock(&migrate_lock);
-	if (from && from != to) {
-		pthread_mutex_lock(&from->lock);
-		while (from->inflight)
-			pthread_cond_wait(&from->landed, &from->lock);
+	if (from == to)
+		from = NULL;
+	/* both channels' locks in address order, with from's requests landed
+	 * (waited for under from's lock alone: a landing reply takes it) */
+	for (;;) {
+		if (from) {
+			pthread_mutex_lock(&from->lock);
+			while (from->inflight)
+				pthread_cond_wait(&from->landed, &from->lock);
+			pthread_mutex_unlock(&from->lock);
+		}
+		pthread_mutex_lock(from && from < to ? &from->lock : &to->lock);
+		if (from)
+			pthread_mutex_lock(from < to ? &to->lock : &from->lock);
+		if (!from || !from->inflight)
+			break;
+		pthread_mutex_unlock(&to->lock);
+		pthread_mutex_unlock(&from->lock);
 	}
-	pthread_mutex_lock(&to->lock);
 	cm_req_init(&req, SR_OP_CM_MIGRATE, id->handle);
 	req.u.cm.channel = to->handle;
 	ret = cm_request(&req, &rep, NULL, 0);
-	if (!ret && from && from != to) {
+	if (!ret && from) {
 		uint32_t n = rep.handle; /* the daemon's, counted in from */
 
 		n += cached_take(from, id->handle, false, &moved);
@@ -626,7 +639,7 @@ static int migrate(struct cm_id *id, struct cm_chan *from, struct cm_chan *to)
 		chan_uncount(from, n);
 	}
 	pthread_mutex_unlock(&to->lock);
-	if (from && from != to)
+	if (from)
 		pthread_mutex_unlock(&from->lock);
 	pthread_mutex_unlock(&migrate_lock);
 	return ret;
