@@ -95,12 +95,13 @@ int sr_heap_init(struct sr_daemon *d, uint64_t size)
 uint64_t sr_heap_alloc(struct sr_daemon *d, uint64_t size, uint64_t *got)
 {
 	unsigned c = size_class(size);
-	uint64_t csize = 1ull << (c + SR_HEAP_MIN_SHIFT);
-	struct sr_freelist *fl = &sr_free[c];
-	uint64_t off;
+	uint64_t csize, off;
+	struct sr_freelist *fl;
 
 	if (c >= SR_HEAP_CLASSES)
-		return 0;
+		return 0; /* (before indexing sr_free: UBSan caught the order) */
+	csize = 1ull << (c + SR_HEAP_MIN_SHIFT);
+	fl = &sr_free[c];
 	if (fl->cnt) {
 		off = fl->offs[--fl->cnt];
 		if (csize < 65536) /* punched chunks read back as zeroes already */
