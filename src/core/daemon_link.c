@@ -26,6 +26,7 @@
 #include <softrdma/proto.h>
 
 #include "core/daemon_link.h"
+#include "core/env.h"
 #include "core/msg.h"
 #include "core/own_socket.h"
 
@@ -38,10 +39,10 @@
  */
 void sr_daemon_socket_name(char *buf, unsigned len)
 {
-	const char *e = secure_getenv("SOFTRDMA_SOCKET");
+	const char *e = sr_env_str("SOFTRDMA_SOCKET");
 	struct stat st;
 
-	if (e && *e)
+	if (e)
 		snprintf(buf, len, "%s", e);
 	else /* no /proc: 0, and the daemon still refuses a mismatch */
 		snprintf(buf, len, SR_SOCKET_FMT, (unsigned)geteuid(),
@@ -50,10 +51,10 @@ void sr_daemon_socket_name(char *buf, unsigned len)
 
 void sr_daemon_path(const void *self, char *buf, unsigned len)
 {
-	const char *e = secure_getenv("SOFTRDMA_DAEMON");
+	const char *e = sr_env_str("SOFTRDMA_DAEMON");
 	Dl_info info;
 
-	if (e && *e) {
+	if (e) {
 		snprintf(buf, len, "%s", e);
 		return;
 	}
@@ -96,17 +97,62 @@ static int try_connect(void)
 	return fd;
 }
 
+/*
+ * The environment a daemon started on demand gets: the application's,
+ * less its preloads and less every SOFTRDMA_* setting but the two passed
+ * on (README.md, "Environment"): SOFTRDMA_SOCKET, the name the daemon
+ * must listen on for its starter to find it, and SOFTRDMA_LOG, which
+ * changes only what it says (and keeps its stderr, the starter's).  The
+ * daemon is shared by every later program of the user: its tuning
+ * (SOFTRDMA_FAULT, SOFTRDMA_IDLE_TIMEOUT, SOFTRDMA_ACK_DEFER_US, ...)
+ * must not depend on which program happened to start it; a daemon run by
+ * hand or by a test takes all of them.  Built before the fork: the child
+ * of a threaded program may not allocate.
+ */
+static char **daemon_env(void)
+{
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ && environ[n])
+		n++;
+	env = malloc((n + 1) * sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *v = environ[i];
+
+		if (!strncmp(v, "LD_PRELOAD=", 11))
+			continue;
+		if (!strncmp(v, "SOFTRDMA_", 9) && strncmp(v, "SOFTRDMA_SOCKET=", 16) &&
+		    strncmp(v, "SOFTRDMA_LOG=", 13))
+			continue;
+		env[k++] = environ[i];
+	}
+	env[k] = NULL;
+	return env;
+}
+
 static int spawn_daemon(const void *self)
 {
 	char path[PATH_MAX];
 	char *argv[] = {path, NULL};
+	bool keep_stderr = sr_env_str("SOFTRDMA_LOG") != NULL;
+	char **env;
 	pid_t pid;
 	int status;
 
 	sr_daemon_path(self, path, sizeof(path));
+	env = daemon_env();
+	if (!env)
+		return -ENOMEM;
 	pid = fork();
-	if (pid < 0)
-		return -errno;
+	if (pid < 0) {
+		int e = errno;
+
+		free(env);
+		return -e;
+	}
 	if (pid == 0) {
 		int fd;
 
@@ -117,17 +163,25 @@ static int spawn_daemon(const void *self)
 		if (fd >= 0) {
 			dup2(fd, 0);
 			dup2(fd, 1);
-			if (!getenv("SOFTRDMA_LOG"))
+			if (!keep_stderr)
 				dup2(fd, 2);
 		}
-		/* never inherit the application's preloads into the daemon */
-		unsetenv("LD_PRELOAD");
-		execvp(path, argv);
+		execvpe(path, argv, env);
 		_exit(127);
 	}
+	free(env);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	return 0;
+}
+
+/* SOFTRDMA_NO_SPAWN=1: never start a daemon.  Read at every connect, not
+ * once: a program (the tests) may set it after its first connect. */
+static bool no_spawn(void)
+{
+	int v = -1;
+
+	return sr_env_set("SOFTRDMA_NO_SPAWN", &v);
 }
 
 int sr_daemon_connect(bool spawn, const void *self)
@@ -135,7 +189,7 @@ int sr_daemon_connect(bool spawn, const void *self)
 	struct timespec ts = {0, 5 * 1000 * 1000};
 	int fd = try_connect();
 
-	if (fd >= 0 || !spawn || getenv("SOFTRDMA_NO_SPAWN") || getauxval(AT_SECURE))
+	if (fd >= 0 || !spawn || no_spawn() || getauxval(AT_SECURE))
 		return fd;
 	if (fd != -ECONNREFUSED && fd != -ENOENT)
 		return fd;

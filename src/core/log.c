@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "core/env.h"
 #include "core/log.h"
 
 int sr_log_level = SR_LOG_WARN;
@@ -15,12 +16,11 @@ static const char *sr_log_who = "softrdma";
 
 void sr_log_init(const char *who)
 {
-	const char *e = getenv("SOFTRDMA_LOG");
+	int level = -1; /* read at every init */
 
 	if (who)
 		sr_log_who = who;
-	if (e && *e)
-		sr_log_level = atoi(e);
+	sr_log_level = sr_env_num("SOFTRDMA_LOG", &level, SR_LOG_TRACE, SR_LOG_WARN);
 }
 
 void sr_log_printf(int level, const char *func, const char *fmt, ...)

@@ -21,10 +21,15 @@
 
 #include "core/ctl_spin.h"
 #include "core/daemon_link.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "daemon/daemon.h"
 #include "engine/ctl.h"
 #include "engine/engine.h"
+
+/* SOFTRDMA_IDLE_TIMEOUT and SOFTRDMA_ARENA_MB at most (a year; 1 TiB) */
+#define SR_IDLE_MAX_S	(365 * 86400)
+#define SR_ARENA_MAX_MB (1 << 20)
 
 static volatile sig_atomic_t sr_stop;
 
@@ -141,16 +146,14 @@ int main(int argc, char **argv)
 	uint64_t idle_since, last_sweep = 0, last_tick = 0, last_reap = 0;
 	bool waiting = false, tick_waiting = false, deferred, active = false;
 	struct rlimit rl;
-	const char *e, *fault;
+	static int idle = -1, arena_mb = -1;
+	const char *fault;
 	int ret;
 
 	memset(&d, 0, sizeof(d));
 	sr_log_init("softrdmad");
-	d.idle_timeout_s = 10;
-	e = getenv("SOFTRDMA_IDLE_TIMEOUT");
-	if (e && *e)
-		d.idle_timeout_s = atoi(e);
-	fault = getenv("SOFTRDMA_FAULT");
+	d.idle_timeout_s = sr_env_num("SOFTRDMA_IDLE_TIMEOUT", &idle, SR_IDLE_MAX_S, 10);
+	fault = sr_env_str("SOFTRDMA_FAULT");
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--idle") && i + 1 < argc) {
 			d.idle_timeout_s = atoi(argv[++i]);
@@ -184,8 +187,9 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 
 	sr_device_init(&d.dev);
-	e = getenv("SOFTRDMA_ARENA_MB");
-	ret = sr_heap_init(&d, e && *e ? strtoull(e, NULL, 0) << 20 : SR_ARENA_DEFAULT_SIZE);
+	ret = sr_heap_init(&d, (uint64_t)sr_env_num("SOFTRDMA_ARENA_MB", &arena_mb, SR_ARENA_MAX_MB,
+						    SR_ARENA_DEFAULT_SIZE >> 20)
+				   << 20);
 	if (!ret)
 		ret = sr_objects_init(&d);
 	if (!ret)

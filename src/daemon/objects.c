@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "core/msg.h"
 #include "core/qp_state.h"
@@ -1108,9 +1109,9 @@ static uint32_t qpn_tag(struct sr_daemon *d, struct sr_client *c)
 	static uint32_t tag;
 
 	if (fixed < 0) {
-		const char *v = getenv("SOFTRDMA_TEST_QPN_TAG");
+		const char *v = sr_env_str("SOFTRDMA_TEST_QPN_TAG");
 
-		fixed = v && *v;
+		fixed = v != NULL;
 		tag = fixed ? (uint32_t)strtoul(v, NULL, 0) : 0;
 	}
 	return fixed ? tag

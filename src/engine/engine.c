@@ -817,23 +817,14 @@ static void *engine_start_thread(void *arg)
 	return engine_boot(e);
 }
 
-/* Whether QP1 gets a member of its own, which the daemon's thread reads
- * (gsi.c); SOFTRDMA_CM_OWN_QP1=0: the engine takes QP1 with member 0. */
-static bool qp1_own(void)
-{
-	static int on = -1;
-
-	return sr_env_on("SOFTRDMA_CM_OWN_QP1", &on);
-}
-
 int sr_engine_start(int sock)
 {
 	struct sr_engine *e;
 	int qp1_sock = -1;
-	const char *env = getenv("SOFTRDMA_ROCE");
+	static int roce = -1;
 	int ret;
 
-	if (env && *env == '0')
+	if (!sr_env_on("SOFTRDMA_ROCE", &roce))
 		return -ENOTSUP;
 	e = calloc(1, sizeof(*e));
 	rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
@@ -848,7 +839,7 @@ int sr_engine_start(int sock)
 	/* bound now: the daemon gives processes members before the thread runs */
 	engine_rx_salt = sr_random32() % SR_RX_MEMBERS;
 	ret = sr_udp_socket_group(SR_ROCE_PORT, SR_QPN_MEMBER_SHIFT, engine_rx_salt,
-				  engine_rx_socks, SR_RX_MEMBERS, qp1_own() ? &qp1_sock : NULL);
+				  engine_rx_socks, SR_RX_MEMBERS, &qp1_sock);
 	engine_nrx = ret > 0 ? (unsigned)ret : 0;
 	if (ret < 0)
 		engine_rx_socks[0] = ret; /* the thread says why */

@@ -21,7 +21,7 @@
  * everything while a capture runs or a fault rule holds or sends packets
  * (wire_taps, rx_taps: the thread then queues MADs for the engine, and
  * forwards what it reads to it through the arena, rxfwd), and everything
- * when the kernel gave no socket group or SOFTRDMA_CM_OWN_QP1=0.  On that
+ * when the kernel gave no socket group.  On that
  * path the engine pops the MADs the daemon queued (gsi_tx) and queues the
  * ones it received (gsi_rx) for the daemon, whose poll loop wakes on an
  * eventfd (sr_engine_gsi_recv).

@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "core/copy.h"
-#include "core/env.h"
 #include "core/shmlock.h"
 #include "engine/engine.h"
 #include "shm/exec.h"
@@ -1155,12 +1154,6 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
  * is given only then (sr_eng_req_grant), and no posting thread's packet
  * overtakes them.
  */
-static bool direct_on(void)
-{
-	static int on = -1;
-
-	return sr_env_on("SOFTRDMA_WIRE_DIRECT", &on);
-}
 
 /* The WQEs posting threads sent since the engine last held the lock. */
 static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
@@ -1224,7 +1217,7 @@ static void req_leave(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		sr_eng_flush_tx(e);
 	if (q->deadline) /* armed by whoever held the lock: the timer walk's */
 		sr_eng_activate(e, q);
-	if (direct_on() && qp->type == IBV_QPT_RC) {
+	if (qp->type == IBV_QPT_RC) {
 		q->direct_at = e->now;
 		sr_eng_grant_later(e, q);
 	}
@@ -1308,7 +1301,7 @@ bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q
 	uint32_t cnt = __atomic_load_n(&qp->sq.wqe_cnt, __ATOMIC_RELAXED);
 	bool ok = false;
 
-	if (!direct_on() || qp->type != IBV_QPT_RC || !qp->wire || !cnt || (cnt & (cnt - 1)) ||
+	if (qp->type != IBV_QPT_RC || !qp->wire || !cnt || (cnt & (cnt - 1)) ||
 	    sr_eng_state_size(cnt) > q_size ||
 	    atomic_load_explicit(&h->wire_taps, memory_order_relaxed))
 		return false;
@@ -1366,7 +1359,7 @@ bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	/* a ping-pong's QP, active: the engine keeps looking at it every
 	 * tick, also while a request is out (a receive half may take the
 	 * answer, and the posting thread's next request then needs a grant) */
-	stay = keep && direct_on() && qp->type == IBV_QPT_RC && qp->wire &&
+	stay = keep && qp->type == IBV_QPT_RC && qp->wire &&
 	       atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS && q->req_init;
 	ok = stay && !q->rnr_wait && !q->recovering && !q->regap && !q->soff &&
 	     q->spos == q->hspos && q->npsn == q->hpsn && !out && !q->rd_out && q->swqe_cnt &&

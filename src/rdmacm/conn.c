@@ -301,8 +301,8 @@ static void finish_at_rep(struct cm_id *id, struct sr_req *req)
 {
 	struct ibv_qp *qp = id->id.qp;
 
-	if (!cm_g.finish_at_rep || !qp || id->id.qp_type == IBV_QPT_UD ||
-	    qp->state != IBV_QPS_INIT || !sr_verbs_hooks_of(qp->context) || add_moves(id, req))
+	if (!qp || id->id.qp_type == IBV_QPT_UD || qp->state != IBV_QPS_INIT ||
+	    !sr_verbs_hooks_of(qp->context) || add_moves(id, req))
 		return;
 	req->u.cm.flags |= SR_CM_FINISH;
 }

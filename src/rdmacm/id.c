@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "core/idalloc.h"
-#include "core/env.h"
 #include "rdmacm/internal.h"
 
 socklen_t cm_addr_len(const struct sockaddr *a)
@@ -252,15 +251,9 @@ static int ib_resolve(struct cm_id *id, struct sr_req *req, const struct sockadd
  * afterwards: each resolution was a round trip to the daemon whose answer
  * is 0 whenever the id is new and the destination an IP address, every
  * real failure (no route, no neighbour, no GID) being ADDR_ERROR's.  Those
- * leave without a reply (SR_CM_NO_REPLY); SOFTRDMA_CM_ASYNC_RESOLVE=0
- * waits for every reply, as before.
+ * leave without a reply (SR_CM_NO_REPLY); any other resolution waits for
+ * the reply.
  */
-static bool async_resolve_on(void)
-{
-	static int on = -1;
-
-	return sr_env_on("SOFTRDMA_CM_ASYNC_RESOLVE", &on);
-}
 
 int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct sockaddr *dst_addr,
 		      int timeout_ms)
@@ -282,7 +275,7 @@ int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct 
 	if (ret)
 		return cm_err(-ret);
 	req.u.cm.timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0;
-	if (id->fresh && async_resolve_on() && (!src_addr || !src_addr->sa_family) &&
+	if (id->fresh && (!src_addr || !src_addr->sa_family) &&
 	    (dst_addr->sa_family == AF_INET || dst_addr->sa_family == AF_INET6) &&
 	    !(req.u.cm.flags & SR_CM_AF_IB) && !id->af_ib) {
 		/* the daemon's answer could only be 0 (its id is IDLE or
@@ -315,15 +308,9 @@ int rdma_resolve_addr(struct rdma_cm_id *cid, struct sockaddr *src_addr, struct 
  * eventfd like any other, and saves the round trip to the daemon (one per
  * connection, cmtime's "resolve route" step); the CONNECT then tells the
  * daemon (SR_CM_ROUTE_LOCAL).  Anything else (an id whose address was not
- * resolved, SOFTRDMA_CM_ROUTE_LOCAL=0) asks the daemon, which gives
- * rdma-core's answers (EINVAL in the wrong state).
+ * resolved) asks the daemon, which gives rdma-core's answers (EINVAL in
+ * the wrong state).
  */
-static bool route_local_on(void)
-{
-	static int on = -1;
-
-	return sr_env_on("SOFTRDMA_CM_ROUTE_LOCAL", &on);
-}
 
 int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
 {
@@ -333,8 +320,7 @@ int rdma_resolve_route(struct rdma_cm_id *cid, int timeout_ms)
 	if (!id)
 		return cm_err(EINVAL);
 	(void)timeout_ms;
-	if (id->addr_ok && route_local_on() &&
-	    !cm_chan_local_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED)) {
+	if (id->addr_ok && !cm_chan_local_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED)) {
 		id->route_local = true;
 		return cm_complete(id);
 	}

@@ -107,9 +107,6 @@ struct cm_global {
 	struct ibv_xrcd *xrcd; /* the device's XRC domain, made when first needed */
 	struct sr_dev_info dev;
 	struct ibv_device_attr attr;
-	/* the daemon finishes an active connection at the REP (conn.c,
-	 * finish_at_rep); SOFTRDMA_CM_FINISH=0: the library does, as rdma-core */
-	bool finish_at_rep;
 };
 extern struct cm_global cm_g;
 /* Opens the device and the daemon connection once.  0 or -1/errno (ENODEV). */

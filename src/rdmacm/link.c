@@ -49,9 +49,6 @@ static int open_device(void)
 		return -ENODEV;
 	if (ibv_query_device(cm_g.verbs, &cm_g.attr))
 		memset(&cm_g.attr, 0, sizeof(cm_g.attr));
-	const char *fin = getenv("SOFTRDMA_CM_FINISH");
-
-	cm_g.finish_at_rep = !fin || strcmp(fin, "0") != 0;
 	cm_g.pd = ibv_alloc_pd(cm_g.verbs);
 	if (!cm_g.pd) {
 		ibv_close_device(cm_g.verbs);

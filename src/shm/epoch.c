@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "core/env.h"
 #include "core/shmlock.h"
 #include "shm/epoch.h"
 #include "shm/qp_err.h" /* sr_now_ns */
@@ -164,14 +165,9 @@ static void publish(void *arena, struct sr_epoch_slot *s)
 static unsigned own_slot_limit(void)
 {
 	const unsigned all = SR_MAX_EPOCH_SLOTS - SR_EPOCH_OVERFLOW_SLOTS;
-	const char *v = getenv("SOFTRDMA_EPOCH_OWN_SLOTS");
-	char *end;
-	unsigned long n;
+	static int n = -1;
 
-	if (!v || !*v)
-		return all;
-	n = strtoul(v, &end, 10);
-	return *end || n > all ? all : (unsigned)n;
+	return (unsigned)sr_env_num("SOFTRDMA_EPOCH_OWN_SLOTS", &n, (int)all, (int)all);
 }
 
 void sr_epoch_enter_slow(void *arena)

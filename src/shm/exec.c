@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "core/copy.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "core/idalloc.h"
 #include "core/seqlock.h"
@@ -1039,16 +1040,9 @@ static enum xres exec_one(struct xfer *x)
  * err_responder_sq_busy).  Read at the first such error. */
 static bool fault_responder_sq_busy(void)
 {
-	static _Atomic int v = -1;
-	int f = atomic_load_explicit(&v, memory_order_relaxed);
+	static int on = -1;
 
-	if (f < 0) {
-		const char *e = getenv("SOFTRDMA_FAULT_RESPONDER_SQ_BUSY");
-
-		f = e && *e == '1';
-		atomic_store_explicit(&v, f, memory_order_relaxed);
-	}
-	return f;
+	return sr_env_set("SOFTRDMA_FAULT_RESPONDER_SQ_BUSY", &on);
 }
 
 static void responder_to_error(struct sr_context *ctx, struct sr_qp_shm *t)

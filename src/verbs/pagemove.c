@@ -65,6 +65,7 @@
 #define SR_HAVE_SINGLE_THREADED 1
 #endif
 
+#include "core/env.h"
 #include "core/procstat.h"
 #include "core/log.h"
 #include "verbs/pagemove.h"
@@ -116,7 +117,7 @@ static _Atomic bool sr_no_procmap_query; /* the kernel has no PROCMAP_QUERY */
 
 static void config(void)
 {
-	const char *e = getenv("SOFTRDMA_MR_PROTECT");
+	const char *e = sr_env_str("SOFTRDMA_MR_PROTECT");
 	const uint64_t want = UFFD_FEATURE_WP_UNPOPULATED | UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
 	struct uffdio_api api;
 	int fd = -1;

@@ -587,9 +587,8 @@ static int port_range(void)
  * offers less than it asked, and other amounts each way: its initiator
  * depth (max_rd_atomic) is bounded by the peer's responder resources,
  * its responder resources (max_dest_rd_atomic) by the peer's initiator
- * depth, as the kernel's CM sets them from the REP.  The same whether
- * the daemon finishes the connection at the REP (the default) or the
- * library does (SOFTRDMA_CM_FINISH=0, as rdma-core).
+ * depth, as the kernel's CM sets them from the REP (here the daemon
+ * finishes the connection at the REP, src/rdmacm/conn.c finish_at_rep).
  */
 static int depths(void)
 {

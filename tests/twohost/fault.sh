@@ -33,7 +33,7 @@
 #                              counts them
 #   fault.sh BUILD_DIR loss [SPEC]  SOFTRDMA_FAULT=SPEC (default
 #                              seed=3,drop=0.01) on both daemons from the
-#                              start: ibv_rc_pingpong -n 500 completes, and
+#                              start: ibv_rc_pingpong -n 3000 completes, and
 #                              the counters show the injection and recovery;
 #                              with dir=rx in SPEC also that the posting
 #                              threads sent messages themselves (LOSS_PP_ARGS:
@@ -253,6 +253,8 @@ mode_ud() {
 
 mode_loss() {
 	echo "SOFTRDMA_FAULT=$spec on both daemons"
+	# 3000 round trips (about 0.4 s): 500 took 0.06 s, too short for the
+	# watcher's 50 ms samples to be sure to see a QP before it was gone
 	watch_retrans() { # a wire QP line with retransmissions, while it runs
 		: >"$tmp/st.r"
 		for _ in $(seq 200); do
@@ -262,11 +264,11 @@ mode_loss() {
 		done
 	}
 	# shellcheck disable=SC2086 # LOSS_PP_ARGS: more options, split
-	PP_MID=watch_retrans pp ibv_rc_pingpong 500 ${LOSS_PP_ARGS:-}
+	PP_MID=watch_retrans pp ibv_rc_pingpong 3000 ${LOSS_PP_ARGS:-}
 	cat "$tmp/st.r"
 	on_a "$NN_SR" status | sed -n '/roce v2/,/^process/p'
 	on_b "$NN_SR" status | sed -n '/roce v2/,/^process/p'
-	check "rc_pingpong -n 500 completes ($pp_crc $pp_src)" test "$pp_crc$pp_src" = 00
+	check "rc_pingpong -n 3000 completes ($pp_crc $pp_src)" test "$pp_crc$pp_src" = 00
 	local m d dir=tx
 	case $spec in *dir=rx*) dir=rx ;; esac
 	m=$(($(injected a $dir matched) + $(injected b $dir matched)))
