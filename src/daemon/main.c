@@ -2,9 +2,10 @@
  * softrdmad: the per-host daemon.  One instance per user and network
  * namespace, found at an abstract Unix socket (see proto.h).  It is started
  * on demand by the library (or by `softrdma daemon` in the foreground),
- * serves control requests in a single-threaded poll loop, reclaims the
- * resources of clients whose socket closes, and exits after an idle period
- * with no clients.  It serves only processes of its own effective uid (the
+ * serves control requests (and the CM agent's MADs) in one thread's poll
+ * loop beside the RoCEv2 engine's thread (src/engine/engine.c), reclaims
+ * the resources of clients whose socket closes, and exits after an idle
+ * period with no clients.  It serves only processes of its own effective uid (the
  * abstract name has no permissions): see accept_client.
  */
 #include <errno.h>

@@ -5,7 +5,7 @@
  * another host.  After Linux rxe's structure: a requester (req.c: send
  * WQEs to packets, PSNs, segmentation at the path MTU, retransmission), a
  * responder (resp.c: PSN checks, execution, ACK/NAK, READ responses, the
- * atomic replay cache) and a completer (comp.c: ACKs and responses to
+ * atomic replay cache) and a completer (sr_eng_comp_rx, in req.c: ACKs and responses to
  * completions, timers), driven by one opcode table (wire/opcode.c).  What a
  * request does at its target is the same-host executor's code
  * (shm/responder.h).
@@ -470,7 +470,7 @@ bool sr_eng_rxfwd(void *arena, const uint8_t *buf, uint32_t len, const uint8_t *
 /* What another thread's engine e counted since *shown_cnt, *shown_drops
  * (its last call), into the host's counters (`softrdma status`). */
 void sr_eng_counts_publish(const struct sr_engine *e, uint64_t *shown_cnt, uint64_t *shown_drops);
-/* Whether an opcode is of the QP type's transport (C9-xx, A14). */
+/* Whether an opcode is of the QP type's transport (IBTA 9.2 and annex A14). */
 bool sr_eng_opcode_fits(uint8_t opcode, uint32_t type);
 /* Parses a datagram and checks its ICRC into *p: false if dropped (counted). */
 bool sr_eng_rx_parse(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,

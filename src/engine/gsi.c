@@ -122,7 +122,7 @@ int sr_eng_gsi_init(int qp1_sock)
 	return gsi_rx_fd < 0 ? -errno : 0;
 }
 
-/* UD packets carry a PSN the receiver ignores (C9-xx: no PSN checks on
+/* UD packets carry a PSN the receiver ignores (no PSN checks on
  * UD); one counter for QP1, as a QP's sq_psn, whichever thread sends */
 static _Atomic uint32_t gsi_psn;
 
@@ -170,7 +170,7 @@ static bool gsi_ok(struct sr_engine *e, const struct sr_pkt *p)
 		sr_eng_count(&e->drops[SR_DROP_PKEY], 1);
 		return false;
 	}
-	if (p->qkey != SR_GSI_QKEY) { /* C10-xx: QP1's Q_Key is the GSI key */
+	if (p->qkey != SR_GSI_QKEY) { /* QP1's Q_Key is the GSI key */
 		sr_eng_count(&e->drops[SR_DROP_QKEY], 1);
 		return false;
 	}

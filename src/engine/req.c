@@ -467,7 +467,7 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			break;
 
 		if (q->soff == 0) {
-			/* a WQE starts: fence (C10-xx), the window (a READ: per chunk) */
+			/* a WQE starts: fence, the window (a READ: per chunk) */
 			if ((w->flags & SR_WQE_FENCE) && q->rd_out)
 				break;
 			if (!read && !starts_in(qp, q, w, win))
@@ -798,7 +798,7 @@ static bool acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	bool implied = false, rec = q->recovering, moved = false;
 	struct sr_eng_swqe *sw;
 
-	/* only a PSN we sent moves anything (C9-xx: ignore others) */
+	/* only a PSN we sent moves anything (others are ignored) */
 	if (sr_psn_diff(next, q->una) <= 0 || sr_psn_diff(next, q->hpsn) > 0)
 		return false;
 	if (first_unanswered(e, qp, q, &u, &sw) && sr_psn_diff(next, u) > 0) {

@@ -471,7 +471,7 @@ static void do_read(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	read_respond(e, qp, q, p->bth.psn, src, p->dma_len);
 }
 
-/* ---- atomics (9.7.5.1.6 / C9-xx: executed once, replayed from the cache) ---- */
+/* ---- atomics (IBTA 9.7.5.1.6: executed once, replayed from the cache) ---- */
 
 static void atomic_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn,
 		       uint64_t orig)
@@ -522,7 +522,7 @@ static void do_atomic(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 
 /* ---- SEND and RDMA WRITE ---- */
 
-/* C9-xx: FIRST and MIDDLE packets carry exactly the path MTU, LAST 1..MTU
+/* FIRST and MIDDLE packets carry exactly the path MTU, LAST 1..MTU
  * (0 only when... never), ONLY 0..MTU. */
 static bool length_ok(const struct sr_qp_shm *qp, const struct sr_pkt *p)
 {
@@ -602,7 +602,7 @@ static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 					   (p->op->flags & SR_OPF_IETH) ? p->inv_rkey : p->imm_be,
 					   qp->dest_qpn, p->bth.flags & SR_BTH_SE, false);
 		if (done != IBV_WC_SUCCESS) {
-			/* C9-xx: too long for the receive buffer is an invalid
+			/* too long for the receive buffer is an invalid
 			 * request; a bad invalidation too; a local key a local
 			 * operation error */
 			fail(e, qp, q, p,
@@ -639,7 +639,7 @@ static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		}
 	}
 	if (p->paylen > q->wr_left || (last && p->paylen != q->wr_left)) {
-		fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR); /* C9-xx: DMA length mismatch */
+		fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR); /* DMA length mismatch */
 		return 0;
 	}
 	/* the immediate needs a receive WQE: find out before writing (RNR) */
@@ -698,7 +698,7 @@ static void duplicate(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	else if (f & SR_OPF_ATOMIC)
 		do_atomic(e, qp, q, p, true);
 	else if (p->bth.ackreq || (f & SR_OPF_LAST)) {
-		ack_later(e, qp, q); /* C9-xx: ACK the duplicate again */
+		ack_later(e, qp, q); /* ACK the duplicate again */
 	}
 }
 
@@ -1008,7 +1008,7 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	sr_shm_unlock(&qp->wtx_lock);
 }
 
-/* ---- UD (9.8.2 / C10-xx) ---- */
+/* ---- UD (IBTA 9.8.2) ---- */
 
 void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_pkt *p,
 		    const uint8_t *sgid, const uint8_t *dgid)
@@ -1024,7 +1024,7 @@ void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_p
 		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
 	}
-	/* C10-xx: the Q_Key must match (QP1's is the GSI key) */
+	/* the Q_Key must match (QP1's is the GSI key) */
 	if (p->qkey != qp->qkey) {
 		sr_eng_count(&e->drops[SR_DROP_QKEY], 1);
 		return;

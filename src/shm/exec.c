@@ -428,7 +428,7 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 			res = X_STALL_RNR;
 		}
 		sr_shm_unlock(r.lock);
-		return res; /* UC/UD: dropped (C9-xx: no RNR on unreliable service) */
+		return res; /* UC/UD: dropped (no RNR on an unreliable service) */
 	}
 	switch (w->opcode) {
 	case IBV_WR_SEND_WITH_IMM:
@@ -464,7 +464,7 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 			goto fail;
 		}
 		if (need > cap) {
-			/* C9-xx: responder length error; requester sees an invalid request NAK */
+			/* responder length error; requester sees an invalid request NAK */
 			rst = IBV_WC_LOC_LEN_ERR;
 			*req_status = IBV_WC_REM_INV_REQ_ERR;
 			goto fail;
@@ -519,7 +519,7 @@ static inline __attribute__((always_inline)) enum xres deliver(struct xfer *x, s
 	return res;
 }
 
-/* C9-xx / 10.6.3: a remote access needs the right on the responder QP
+/* IBTA 10.6.3: a remote access needs the right on the responder QP
  * (qp_access_flags) and on the key, the key of the QP's PD, the range
  * inside the region. */
 static inline __attribute__((always_inline)) bool rkey_ok(struct sr_context *ctx,
@@ -554,7 +554,7 @@ static enum ibv_wc_status atomic_at(struct sr_context *ctx, struct sr_qp_shm *t,
 	if (!pd)
 		return IBV_WC_REM_INV_REQ_ERR; /* XRC: no SRQ of the domain named */
 	if (va & 7)
-		return IBV_WC_REM_INV_REQ_ERR; /* C9-xx: naturally aligned */
+		return IBV_WC_REM_INV_REQ_ERR; /* atomics: naturally aligned */
 	if (!rkey_ok(ctx, t, pd, rkey, va, 8, IBV_ACCESS_REMOTE_ATOMIC, &p))
 		return IBV_WC_REM_ACCESS_ERR;
 	/* a real atomic instruction on the shared page: atomic against every initiator */
@@ -699,7 +699,7 @@ static void udtx_queue(struct xfer *x, const uint8_t *h, unsigned hl, const stru
  * UD to another host: one RoCEv2 datagram (BTH, DETH, ImmDt, payload),
  * sent from the posting thread, payload read in place from the gather
  * list (or through the engine while its taps are on: udtx_queue).
- * Unreliable (C9-xx): the WQE completes once it is handed to the kernel;
+ * Unreliable: the WQE completes once it is handed to the kernel;
  * a message longer than the path MTU is a local length error.
  */
 static enum xres send_ud_wire(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len,
@@ -799,7 +799,7 @@ static enum xres exec_send(struct xfer *x)
 		struct sr_qp_shm *t = peer_lookup(ctx->arena, w->ud_qpn);
 
 		if (!t || t->type != IBV_QPT_UD || !can_receive(t) || t->qkey != qkey)
-			return X_DONE; /* C10-7x: silently dropped, counted */
+			return X_DONE; /* silently dropped (UD: no such QP, type or Q_Key) */
 		return deliver(x, t, src, ns, len, grh);
 	}
 	return send_connected(x, src, ns, len);
@@ -842,7 +842,7 @@ write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len
 			return reliable(x->qp->type) ? X_STALL_RNR : X_DONE;
 	}
 	if (len) {
-		/* C9-xx / 10.6.3: the responder QP must allow remote writes, and the key too */
+		/* IBTA 10.6.3: the responder QP must allow remote writes, and the key too */
 		if (!rkey_ok(ctx, t, pd, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
 		dst.p = p;
@@ -985,7 +985,7 @@ static enum xres exec_bind(struct xfer *x)
 		    mr.pd != x->qp->pd || !(mr.access & IBV_ACCESS_MW_BIND) ||
 		    w->bind_addr < mr.iova || w->bind_length > mr.length ||
 		    w->bind_addr - mr.iova > mr.length - w->bind_length ||
-		    /* C10-xx: remote write/atomic through a window needs local write on the MR */
+		    /* remote write/atomic through a window needs local write on the MR */
 		    ((w->bind_access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
 		     !(mr.access & IBV_ACCESS_LOCAL_WRITE))) {
 			x->status = IBV_WC_MW_BIND_ERR;
@@ -1328,7 +1328,7 @@ bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn
 {
 	if (!len) {
 		*p = NULL;
-		return true; /* C9-xx: a zero-length access checks no key */
+		return true; /* a zero-length access checks no key */
 	}
 	return rkey_ok(ctx, t, target_pd(ctx->arena, t, xrc_srqn), rkey, va, len, need, p);
 }

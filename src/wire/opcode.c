@@ -151,7 +151,7 @@ enum sr_drop sr_pkt_parse(const uint8_t *buf, uint32_t len, struct sr_pkt *pkt)
 	pkt->op = op;
 	pkt->payload = buf + op->hdr_len;
 	pkt->paylen = len - op->hdr_len - pad - SR_ICRC_LEN;
-	/* C9-xx (and the ATOMIC_WRITE leak rxe had): a packet of an opcode
+	/* (rxe once leaked ATOMIC_WRITE payloads this way) a packet of an opcode
 	 * without payload carries exactly its headers */
 	if (!(op->flags & SR_OPF_PAYLOAD) && (pkt->paylen || pad))
 		return SR_DROP_LENGTH;
