@@ -33,8 +33,9 @@
 
 #include "core/shmlock.h"
 
-#define SR_ARENA_MAGIC	 0x534f4654524d4131ull /* "SOFTRMA1" */
-#define SR_ARENA_VERSION 5u /* 5: processes' lives (struct sr_life_slot) */
+#define SR_ARENA_MAGIC 0x534f4654524d4131ull /* "SOFTRMA1" */
+/* 5: processes' lives (struct sr_life_slot) */
+#define SR_ARENA_VERSION 5u
 
 #define SR_CACHELINE	      64
 #define SR_MAX_KEYS	      (1u << 18) /* = 2^SR_KEY_INDEX_BITS */

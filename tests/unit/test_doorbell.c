@@ -248,37 +248,8 @@ static void test_udtx(void)
 #define RINGS  60000	  /* rings per producer */
 #define QPN0   (1u << 12) /* producer p's QPs: QPN0 * (p + 1) + j */
 
-/* A run that stops making progress (a ring lost) fails instead of hanging:
- * the consumer gives up after this long without a QPN, and the producers
- * with it. */
-#define STALL_MS 3000
-
-static _Atomic int give_up;
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 #define NAME "test_doorbell"
-
-/* Joins a producer; one stuck (inside the code under test) fails the run
- * at once rather than hanging it. */
-static void join(pthread_t t)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += STALL_MS / 1000 + 2;
-	if (pthread_timedjoin_np(t, NULL, &ts)) {
-		fprintf(stderr, "%s:%d: FAIL: a producer is stuck\n", __FILE__, __LINE__);
-		check_failed++;
-		exit(CHECK_SUMMARY(NAME));
-	}
-}
+#include "stress.h"
 
 struct stress {
 	struct sr_arena_hdr *h;

@@ -2637,7 +2637,9 @@ static void test_qp_state_values(void)
 static void test_qp_path_family(void)
 {
 	static const uint8_t v6[16] = {0xfe, 0x80, [8] = 0x02, [15] = 0x01}; /* fe80::200:0:0:1 */
-	static const uint8_t v4[16] = {[10] = 0xff, [11] = 0xff, 192, 0, 2, 1}; /* ::ffff:192.0.2.1 */
+	/* ::ffff:192.0.2.1 */
+	static const uint8_t v4[16] = {
+	    [10] = 0xff, [11] = 0xff, [12] = 192, [13] = 0, [14] = 2, [15] = 1};
 	struct ibv_port_attr port;
 	int v4_index = -1, v6_index = -1;
 	struct env e;
@@ -2649,7 +2651,8 @@ static void test_qp_path_family(void)
 
 		if (ibv_query_gid(e.ctx, 1, i, &g) || !memcmp(g.raw, (uint8_t[16]){0}, 16))
 			continue;
-		if (g.raw[10] == 0xff && g.raw[11] == 0xff && !memcmp(g.raw, (uint8_t[10]){0}, 10)) {
+		if (g.raw[10] == 0xff && g.raw[11] == 0xff &&
+		    !memcmp(g.raw, (uint8_t[10]){0}, 10)) {
 			if (v4_index < 0)
 				v4_index = i;
 		} else if (v6_index < 0) {
