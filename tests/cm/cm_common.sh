@@ -22,3 +22,13 @@ cm_reap_server() {
 		src=$?
 	fi
 }
+
+# cm_order_pre DIR: CM_ORDER_PRE becomes the prefix that runs a program with
+# tests/cm/cm_order.c's preload (its path in CM_ORDER) over DIR: the
+# client's k-th connect waits for the server's k-th listen.  Without
+# CM_ORDER: an empty prefix.
+cm_order_pre() {
+	CM_ORDER_PRE=()
+	[ -n "${CM_ORDER:-}" ] || return 0
+	CM_ORDER_PRE=(env "LD_PRELOAD=$CM_ORDER" "SR_TEST_CM_ORDER=$1")
+}

@@ -1,6 +1,6 @@
 /*
  * The connection manager's error cases (issue #11), one per run:
- *   cm_errors no_listener | reject_private | peer_killed | private_limit |
+ *   cm_errors no_listener | sidr_no_listener | reject_private | peer_killed | private_limit |
  *             addr_error | destroy_blocks | nonblock | timewait_exit |
  *             bind_rules | depths | bind_privileged | port_range
  * Client and server are separate processes (the server is forked before
@@ -218,6 +218,43 @@ static int no_listener(void)
 	rdma_ack_cm_event(ev);
 	rdma_destroy_qp(id);
 	CHECK(rdma_destroy_id(id) == 0);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+/* A SIDR REQ for a UDP port nobody listens on, while the same port listens
+ * in RDMA_PS_TCP (perftest's control connection beside its UD data port):
+ * UNREACHABLE with the SIDR REP's status 1, "service ID not supported"
+ * (IB_SIDR_UNSUPPORTED), at once, as the kernel's cm_sidr_req_handler answers. */
+static int sidr_no_listener(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	int port = pick_port();
+	struct sockaddr_in a = addr4("127.0.0.1", port);
+	struct rdma_conn_param p = {0};
+	struct rdma_cm_id *tcp, *id;
+	struct rdma_cm_event *ev;
+	double t0;
+
+	CHECK(ch);
+	CHECK(rdma_create_id(ch, &tcp, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_bind_addr(tcp, (struct sockaddr *)&a) == 0);
+	CHECK(rdma_listen(tcp, 4) == 0);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == 0);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&a, 2000) == 0);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	CHECK(rdma_resolve_route(id, 2000) == 0);
+	rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	t0 = now();
+	CHECK(rdma_connect(id, &p) == 0);
+	ev = expect(ch, RDMA_CM_EVENT_UNREACHABLE);
+	printf("unreachable after %.3f s, status %d\n", now() - t0, ev->status);
+	CHECK(ev->status == 1);
+	CHECK(ev->id == id);
+	CHECK(now() - t0 < 1.0);
+	rdma_ack_cm_event(ev);
+	CHECK(rdma_destroy_id(id) == 0);
+	CHECK(rdma_destroy_id(tcp) == 0);
 	rdma_destroy_event_channel(ch);
 	return 0;
 }
@@ -634,6 +671,7 @@ int main(int argc, char **argv)
 		int (*fn)(void);
 	} cases[] = {
 	    {"no_listener", no_listener},
+	    {"sidr_no_listener", sidr_no_listener},
 	    {"reject_private", reject_private},
 	    {"peer_killed", peer_killed},
 	    {"private_limit", private_limit},

@@ -16,7 +16,9 @@
 #   its own daemon, so its own port spaces); CM_NOTHING_LEFT=1: afterwards
 #   `softrdma status` must list no process holding anything; CM_IDLE_CPU=1:
 #   afterwards the daemon, idle, must use under 2% of a CPU (its control
-#   path looks again for a while after a request: never for longer).
+#   path looks again for a while after a request: never for longer);
+#   CM_ORDER=PRELOAD: the client's k-th connect waits for the server's
+#   k-th listen (cm_common.sh cm_order_pre, cm_order.c).
 set -u
 here=$(dirname "$0")
 source "$here/../lib.sh"
@@ -36,7 +38,8 @@ srv=("${srv[@]//@ADDR@/$addr}") cli=("${cli[@]//@ADDR@/$addr}")
 log=$(mktemp -d)
 trap 'sr_cleanup; rm -rf "$log"' EXIT
 
-sr_bg "$log/server" timeout 120 stdbuf -oL "$SR" run -- "${srv[@]}"
+cm_order_pre "$log"
+sr_bg "$log/server" "${CM_ORDER_PRE[@]}" timeout 120 stdbuf -oL "$SR" run -- "${srv[@]}"
 spid=$SR_LAST_PID
 case ${CM_WAIT:-cm} in
 tcp:*) sr_wait_port "${CM_WAIT#tcp:}" ;;
@@ -48,7 +51,7 @@ tcp:*) sr_wait_port "${CM_WAIT#tcp:}" ;;
 	;;
 esac
 start=$(date +%s.%N)
-timeout 120 stdbuf -oL "$SR" run -- "${cli[@]}" >"$log/client" 2>&1
+"${CM_ORDER_PRE[@]}" timeout 120 stdbuf -oL "$SR" run -- "${cli[@]}" >"$log/client" 2>&1
 crc=$?
 cm_reap_server "$spid"
 echo "--- client: ${cli[*]} (rc $crc, $(echo "$(date +%s.%N) - $start" | bc) s)"

@@ -23,6 +23,8 @@
 #   CM_NO_RNR=1: neither engine may have sent an RNR NAK (a stream rsocket
 #   sends only into receives the peer reported posted: an RNR NAK would
 #   cost the RNR timer rdma_cm gives its QPs, 655 ms).
+#   CM_ORDER=PRELOAD: the client's k-th connect waits for the server's
+#   k-th listen (cm_common.sh cm_order_pre, cm_order.c).
 #   CM_MTU_B=N: host b's end of the veth gets MTU N (its daemon restarted so
 #   that its port follows), host a's keeps MTU: the client's side is the
 #   smaller, and the connection must take its path MTU both ways.
@@ -54,7 +56,8 @@ cm_line() { on_host "$1" "$NN_SR" status | grep -E '^  cm: '; }
 # cm_count HOST FIELD: a counter of the daemon's CM line
 cm_count() { cm_line "$1" | sed -E "s/.* $2 ([0-9]+).*/\1/"; }
 
-nn_bg a "$log/server" timeout 120 stdbuf -oL "${srv[@]}"
+cm_order_pre "$log"
+nn_bg a "$log/server" "${CM_ORDER_PRE[@]}" timeout 120 stdbuf -oL "${srv[@]}"
 spid=$NN_LAST_PID
 case ${CM_WAIT:-cm} in
 tcp:*) nn_wait_port a "${CM_WAIT#tcp:}" ;;
@@ -67,7 +70,7 @@ none) ;;
 	;;
 esac
 start=$(date +%s.%N)
-on_b timeout 120 stdbuf -oL "${cli[@]}" >"$log/client" 2>&1
+on_b "${CM_ORDER_PRE[@]}" timeout 120 stdbuf -oL "${cli[@]}" >"$log/client" 2>&1
 crc=$?
 secs=$(echo "$(date +%s.%N) - $start" | bc)
 cm_reap_server "$spid"
