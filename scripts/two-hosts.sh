@@ -1,9 +1,11 @@
 #!/bin/bash
-# Two softrdma hosts on this machine, for anyone: no root, no ip netns, no
-# sysctl.  A user namespace of the caller's own (the caller is root inside
-# it and nowhere else) holds two network namespaces joined by a veth pair,
-# each with its own softrdmad; COMMAND runs in host a, and two helpers run
-# programs in either host with that host's softrdma environment:
+# Two softrdma hosts on this machine, for anyone: no root, no sysctl.  The
+# hosts are those of the tests (tests/lib_netns.sh): two network namespaces
+# joined by a veth pair, each with its own softrdmad, made inside a user
+# namespace of the caller's own (the caller is root inside it and nowhere
+# else; root's too, so that nothing outlives the script).  COMMAND runs in
+# host a, and two helpers run programs in either host with that host's
+# softrdma environment:
 #
 #   scripts/two-hosts.sh [-b BUILD_DIR] [-m MTU] [-- COMMAND [ARGS...]]
 #
@@ -18,129 +20,80 @@
 #   $GID_A, $GID_B           the index of the IPv4 address's RoCE v2 GID in
 #                            each host's soft0 (perftest's -x, the
 #                            pingpongs' -g)
-#   $TWO_HOSTS_PIDS          the daemons' PIDs and that of the process
-#                            holding host b (all stopped when COMMAND ends)
+#   $TWO_HOSTS_PIDS          the two daemons' PIDs (stopped when COMMAND ends)
 #
 # For example, Debian's ib_write_bw across the hosts:
 #   scripts/two-hosts.sh -- bash -c 'on_a ib_write_bw -x $GID_A & sleep 1;
 #       on_b ib_write_bw -x $GID_B $ADDR_A; wait'
 #
 # Everything made here lives only as long as its processes: when COMMAND
-# ends, the daemons and the process that holds host b are stopped (by
-# PID), and the kernel removes both namespaces and the veth with them;
-# every one of those processes also dies with this script (a parent-death
-# signal), so nothing is left behind, not even after a SIGKILL.  The hosts
-# reach nothing outside the machine: their only link is the veth between
-# them.
+# ends, the daemons are stopped (by PID) and the kernel removes the user
+# namespace with both network namespaces and the veth; every process also
+# dies with this script (a parent-death signal), so nothing is left behind,
+# not even after a SIGKILL.  The hosts reach nothing outside the machine:
+# their only link is the veth between them.
 #
-# What is not the same as root's two hosts (tests/lib_netns.sh): the
-# daemons cannot raise their UDP buffers past net.core.rmem_max (the
-# kernel allows that to CAP_NET_ADMIN of the first user namespace only), so
-# a fast UC stream, which nothing resends, may lose a message now and then
-# (README, "Between hosts"); RC, UD and the connection manager are
-# unaffected.  Needs unprivileged user namespaces (Debian's default).
+# What is not the same as the hosts root's tests make: the daemons cannot
+# raise their UDP buffers past net.core.rmem_max (the kernel allows that to
+# CAP_NET_ADMIN of the first user namespace only), so a fast UC stream,
+# which nothing resends, may lose a message now and then (README, "Between
+# hosts"); RC, UD and the connection manager are unaffected.  Needs
+# unprivileged user namespaces (Debian's default).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-if [ "${SR_TWO_HOSTS_INSIDE:-}" != 1 ]; then
-	BUILD=$ROOT/build MTU=1500
-	while getopts b:m: o; do
-		case $o in
-		b) BUILD=$OPTARG ;;
-		m) MTU=$OPTARG ;;
-		*) exit 2 ;;
-		esac
-	done
-	shift $((OPTIND - 1))
-	[ "${1:-}" = -- ] && shift
-	BUILD=$(cd "$BUILD" && pwd -P) || exit 2
-	[ -x "$BUILD/bin/softrdmad" ] || { echo "two-hosts: no $BUILD/bin/softrdmad (make build)" >&2; exit 2; }
-	case $MTU in '' | *[!0-9]*) echo "two-hosts: MTU must be a number" >&2; exit 2 ;; esac
-	unshare --user --map-root-user --net true 2>/dev/null ||
-		{ echo "two-hosts: cannot make a user namespace here (unprivileged user namespaces off?)" >&2; exit 77; }
-	export SR_TWO_HOSTS_INSIDE=1 SR_TWO_HOSTS_BUILD=$BUILD SR_TWO_HOSTS_MTU=$MTU
-	# --kill-child: the whole inside dies with this process
-	exec unshare --user --map-root-user --net --kill-child "$0" "$@"
+BUILD=$ROOT/build MTU=1500
+while getopts b:m: o; do
+	case $o in
+	b) BUILD=$OPTARG ;;
+	m) MTU=$OPTARG ;;
+	*) exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ "${1:-}" = -- ] && shift
+BUILD=$(cd "$BUILD" && pwd -P) || exit 2
+[ -x "$BUILD/bin/softrdmad" ] || { echo "two-hosts: no $BUILD/bin/softrdmad (make build)" >&2; exit 2; }
+case $MTU in '' | *[!0-9]*) echo "two-hosts: MTU must be a number" >&2; exit 2 ;; esac
+if [ -z "${NN_USERNS:-}" ] && ! unshare --user --map-root-user --mount --net true 2>/dev/null; then
+	echo "two-hosts: cannot make a user namespace here (unprivileged user namespaces off?)" >&2
+	exit 77
 fi
 
-# ---- inside: root of a fresh user namespace, in host a's network namespace
-unset SR_TWO_HOSTS_INSIDE
-BUILD=$SR_TWO_HOSTS_BUILD MTU=$SR_TWO_HOSTS_MTU
-TMP=$(mktemp -d /tmp/softrdma-two-hosts.XXXXXX) || exit 1
-PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+# from here on, root of the user namespace (lib_netns.sh runs this script
+# again inside it)
+NN_ALWAYS_USERNS=1 source "$ROOT/tests/lib_netns.sh"
 fail() {
 	echo "two-hosts: $*" >&2
 	exit 1
 }
+nn_setup "$BUILD" "$MTU" >&2 || fail "cannot make the two hosts"
+TMP=$(mktemp -d /tmp/softrdma-two-hosts.XXXXXX) || exit 1
+trap 'nn_cleanup; rm -rf "$TMP"' EXIT
+trap 'exit 130' INT TERM HUP
 
-ADDR_A=10.98.0.1 ADDR_B=10.98.0.2 ADDR6_A=fd00:98::1 ADDR6_B=fd00:98::2
-
-# host b: a network namespace held by a sleeping process of ours
-setpriv --pdeathsig KILL unshare --net sleep infinity &
-PIDS+=($!)
-NS_B=/proc/$!/ns/net
-for _ in $(seq 100); do
-	[ "$(readlink "$NS_B" 2>/dev/null)" != "$(readlink /proc/self/ns/net)" ] && break
-	sleep 0.01
-done
-in_b() { nsenter --net="$NS_B" "$@"; }
-for h in "" in_b; do
-	# no duplicate address detection: every address is usable at once, so
-	# the GID table is complete when the daemon starts (it reads them once)
-	$h sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0 2>/dev/null
-	$h ip link set lo up || fail "cannot bring lo up"
-done
-ip link add srveth mtu "$MTU" type veth peer name srveth mtu "$MTU" netns "$NS_B" ||
-	fail "cannot create the veth pair"
-ip addr add "$ADDR_A/30" dev srveth && ip addr add "$ADDR6_A/64" dev srveth nodad &&
-	ip link set srveth up &&
-	in_b ip addr add "$ADDR_B/30" dev srveth && in_b ip addr add "$ADDR6_B/64" dev srveth nodad &&
-	in_b ip link set srveth up || fail "cannot configure the veth pair"
-for _ in $(seq 100); do # the link-local addresses come when the links are up
-	ip -6 -o addr show dev srveth scope link | grep -q fe80 &&
-		in_b ip -6 -o addr show dev srveth scope link | grep -q fe80 && break
-	sleep 0.02
-done
-
-# the helpers, and a daemon per host (abstract socket names are per network
-# namespace, so each host's name only reaches its own daemon)
+# the helpers: each host's command prefix (nn_cmd) as a program in PATH
 mkdir "$TMP/bin"
 for h in a b; do
-	enter=
-	[ $h = b ] && enter="nsenter --net=$NS_B "
-	cat >"$TMP/bin/on_$h" <<EOF
-#!/bin/sh
-# run a program in host $h of scripts/two-hosts.sh, on its softrdmad
-exec ${enter}env LD_LIBRARY_PATH="$BUILD/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" \\
-	SOFTRDMA_SOCKET=softrdma-two-hosts-$h SOFTRDMA_NO_SPAWN=1 "\$@"
-EOF
+	nn_cmd $h
+	{
+		echo '#!/bin/sh'
+		echo "# run a program in host $h of scripts/two-hosts.sh, on its softrdmad"
+		printf 'exec'
+		printf ' %q' "${NN_CMD[@]}"
+		printf ' "$@"\n'
+	} >"$TMP/bin/on_$h"
 	chmod 755 "$TMP/bin/on_$h"
-	setpriv --pdeathsig TERM "$TMP/bin/on_$h" "$BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null &
-	PIDS+=($!)
 done
 export PATH=$TMP/bin:$PATH
-for h in a b; do
-	for _ in $(seq 100); do
-		"on_$h" "$BUILD/bin/softrdma" status 2>/dev/null | grep -q '^device' && break
-		sleep 0.05
-	done
-done
-source "$ROOT/tests/gid_index.sh"
-GID_A=$(on_a ibv_devinfo -v 2>/dev/null | gid_from_devinfo "$ADDR_A") || fail "host a's daemon did not come up"
-GID_B=$(on_b ibv_devinfo -v 2>/dev/null | gid_from_devinfo "$ADDR_B") || fail "host b's daemon did not come up"
-TWO_HOSTS_PIDS="${PIDS[*]}"
+ADDR_A=$(addr_a) ADDR_B=$(addr_b) ADDR6_A=$(addr_a -6) ADDR6_B=$(addr_b -6)
+GID_A=$(nn_gid_index a "$ADDR_A") && [ -n "$GID_A" ] || fail "host a's daemon has no GID for $ADDR_A"
+GID_B=$(nn_gid_index b "$ADDR_B") && [ -n "$GID_B" ] || fail "host b's daemon has no GID for $ADDR_B"
+TWO_HOSTS_PIDS="$NN_DPID_A $NN_DPID_B"
 export ADDR_A ADDR_B ADDR6_A ADDR6_B GID_A GID_B TWO_HOSTS_PIDS
 
 [ $# -gt 0 ] || {
 	echo "two hosts: a $ADDR_A (GID $GID_A), b $ADDR_B (GID $GID_B); on_a / on_b PROGRAM runs in one; exit ends both"
 	set -- "${SHELL:-/bin/bash}" -i
 }
-"$@"
+ip netns exec "$NN_A" "$@"

@@ -8,7 +8,8 @@
 #   nn_setup BUILD_DIR [MTU]   create hosts a and b (MTU of the veth: 1500 by
 #                              default, or 9000), start their daemons; exits
 #                              77 (ctest SKIP_RETURN_CODE) if namespaces
-#                              cannot be made here (not root, no `ip netns`);
+#                              cannot be made here (not root and no user
+#                              namespaces, no `ip netns`);
 #                              installs nn_cleanup as the EXIT trap;
 #                              NN_NO_DAEMON=1: namespaces only, no daemons
 #                              (bench/link.sh); NN_DAEMON_LOG=F: the daemons'
@@ -47,6 +48,29 @@
 
 source "$(dirname "${BASH_SOURCE[0]}")/gid_index.sh"
 
+# Not root: the script that sources this file runs again, from the start and
+# with its own command line (/proc/$$/cmdline), as root of a user namespace
+# of the caller's own with its own mount and network namespaces, as
+# scripts/two-hosts.sh does; `ip netns` then keeps its names on a tmpfs of
+# that mount namespace, and everything goes when the script ends.  NN_USERNS
+# says so afterwards (1); the daemons cannot raise their UDP buffers past
+# net.core.rmem_max there (two-hosts.sh).  Where unprivileged user
+# namespaces are off, nn_setup skips.  NN_ALWAYS_USERNS=1 takes that way
+# for root as well (scripts/two-hosts.sh: nothing outlives the script).
+if { [ "$(id -u)" != 0 ] || [ "${NN_ALWAYS_USERNS:-}" = 1 ]; } && [ -z "${NN_USERNS:-}" ] &&
+	unshare --user --map-root-user --mount --net true 2>/dev/null; then
+	mapfile -d '' nn_argv </proc/$$/cmdline
+	NN_USERNS=0 exec unshare --user --map-root-user --mount --net --kill-child -- "${nn_argv[@]}"
+fi
+if [ "${NN_USERNS:-}" = 0 ]; then
+	if [ -d /run/netns ]; then
+		mount -t tmpfs -o mode=0755 sr2h /run/netns
+	else
+		mount -t tmpfs -o mode=0755 sr2h /run && mkdir /run/netns
+	fi || { echo "nn: cannot mount a tmpfs for ip netns in the user namespace" >&2; exit 1; }
+	export NN_USERNS=1
+fi
+
 NN_PIDS=()
 NN_A= NN_B= NN_DPID_A= NN_DPID_B=
 NN_IF=srveth
@@ -67,7 +91,15 @@ nn_setup() {
 		NN_DAEMON_LOG_TMP=1
 	fi
 	NN_N=$(($$ % 250 + 1))
-	[ "$(id -u)" = 0 ] || nn_skip "not root: cannot create network namespaces"
+	[ "$(id -u)" = 0 ] || nn_skip "not root, and no user namespace: cannot create network namespaces"
+	# NN_NEEDS_RCVBUF=1: the test streams UC messages of megabytes, which
+	# nothing resends, into the 128 MiB receive buffer the daemons ask for
+	# (wire/udp.h); in a user namespace they get 2 x net.core.rmem_max
+	if [ "${NN_NEEDS_RCVBUF:-}" = 1 ] && [ "${NN_USERNS:-}" = 1 ] &&
+		[ $(($(cat /proc/sys/net/core/rmem_max) * 2)) -lt $((128 << 20)) ]; then
+		nn_skip "not root: the daemons' UDP receive buffer is 2 x net.core.rmem_max" \
+			"($(cat /proc/sys/net/core/rmem_max)), too small for this UC stream"
+	fi
 	command -v ip >/dev/null || nn_skip "no ip(8) (iproute2)"
 	command -v setpriv >/dev/null || nn_skip "no setpriv(1) (util-linux)"
 

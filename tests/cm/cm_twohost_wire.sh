@@ -16,7 +16,7 @@
 #       address that no host owns: the kernel's ARP never answers, so
 #       ADDR_ERROR -ETIMEDOUT after the 2 s timeout (cm_errors addr_error);
 #       no route at all: ADDR_ERROR -ENETUNREACH at once
-# Needs root for the namespaces (skipped, 77, otherwise) and tshark for trace.
+# Needs namespaces (tests/lib_netns.sh; skipped, 77, without) and tshark for trace.
 set -u
 here=$(cd "$(dirname "$0")" && pwd -P)
 source "$here/../lib_netns.sh"

@@ -32,10 +32,11 @@ if ! command -v fi_pingpong >/dev/null; then
 	echo "SKIP: fi_pingpong is not installed (Debian package libfabric-bin; make deps installs it)"
 	exit 77
 fi
+# (first: not root, lib_netns.sh runs this script again in a user namespace)
+[ $twohost = 1 ] && source "$here/../lib_netns.sh"
 srv=$(mktemp) cli=$(mktemp) dir=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
 if [ $twohost = 1 ]; then
-	source "$here/../lib_netns.sh"
 	nn_setup "$build" 1500 || exit 1
 	trap 'nn_cleanup; rm -rf "$srv" "$cli" "$dir"' EXIT
 	SR=$NN_SR

@@ -59,10 +59,11 @@ reap_by() {
 }
 srv_pid= cli_pid=
 kill_pair() { for p in $srv_pid $cli_pid; do kill_tree "$p"; done; }
+# (first: not root, lib_netns.sh runs this script again in a user namespace)
+[ $twohost = 1 ] && source "$here/../lib_netns.sh"
 srv=$(mktemp) cli=$(mktemp) dir=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
 if [ $twohost = 1 ]; then
-	source "$here/../lib_netns.sh"
 	nn_setup "$build" 1500 || exit 1
 	trap 'kill_pair; nn_cleanup; rm -rf "$srv" "$cli" "$dir"' EXIT
 	SR=$NN_SR

@@ -8,7 +8,7 @@
 # (were it 127.0.0.1, the data would lead back to the sender's own host and
 # host a's engine would receive nothing).  Passes when both exit 0, the
 # client prints its final figures and host a's engine received datagrams.
-# Needs root (namespaces); skips otherwise.
+# Needs namespaces (tests/lib_netns.sh); skips without.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib_netns.sh"

@@ -49,7 +49,7 @@
 #                              captured on b: after the resend, new packets
 #                              leave before the ACK that answers it (up to
 #                              three runs: a run may not be able to show it)
-# Needs root for the namespaces (skipped, 77, otherwise) and tshark for
+# Needs namespaces (tests/lib_netns.sh; skipped, 77, without) and tshark for
 # trace, ud and span.
 set -u
 here=$(cd "$(dirname "$0")" && pwd -P)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # A WRITE after its target's reap fails (issue 35, item 6): sr_reap RUNS
 # times on one host, or with `twohost` the target in host b and the
-# initiator in host a (tests/lib_netns.sh; root only, else skipped).
+# initiator in host a (tests/lib_netns.sh).
 #   reap.sh BUILD_DIR SR_REAP RUNS [twohost]
 # Passes when every WRITE posted after waitpid returned completed with
 # RETRY_EXC_ERR; prints how many of RUNS did.
