@@ -12,7 +12,7 @@
  * the descriptors it carries, and the poll loop reads no more requests from
  * that client until the queue is sent: backpressure, as a kernel socket
  * gives, and one request's replies at most wait at a time.  Likewise a
- * request that finds an arena lock held (objects.c, SR_RETRY) waits in its
+ * request that finds an arena lock held (registry.c, SR_RETRY) waits in its
  * client and is run again every poll round.
  */
 #include <errno.h>
@@ -58,7 +58,7 @@ static unsigned count_foreign(const struct sr_daemon *d)
  * effective uid (root's included, see docs/architecture.md "Trust model")
  * or of unknown credentials ((uid_t)-1) is marked foreign, and its first
  * request, whatever it is, gets the refusal record and the drop
- * (objects.c).  Answering instead of closing at once tells the user why.
+ * (dispatch.c).  Answering instead of closing at once tells the user why.
  */
 struct sr_client *sr_client_add(struct sr_daemon *d, int sock, pid_t pid, uid_t uid)
 {

@@ -157,7 +157,7 @@ struct sr_daemon {
 	struct sr_cm *cm; /* the connection manager (cm/) */
 	struct sr_xrcd_dom *xrcds;
 	uint32_t next_xrcd_id;
-	uint32_t rx_members_used, rx_member_last; /* objects.c, rx_member */
+	uint32_t rx_members_used, rx_member_last; /* obj_qp.c, rx_member */
 };
 
 /* device.c */
@@ -190,25 +190,27 @@ uint64_t sr_daemon_now_ms(void);
 uint64_t sr_heap_used(void);
 void sr_heap_fini(struct sr_daemon *d);
 
-/* objects.c: request handlers and teardown */
+/* registry.c: the registry of every client's objects, and their teardown */
 int sr_objects_init(struct sr_daemon *d);
 void sr_objects_fini(struct sr_daemon *d);
-/* Handles one request and replies, or returns SR_RETRY without replying:
- * an arena lock it needs is held (objects.c), run it again later. */
+struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
+void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
+/* dispatch.c: handles one request and replies, or returns SR_RETRY without
+ * replying: an arena lock it needs is held (registry.c, sr_lock_all), run
+ * it again later.  The handlers are in obj_*.c (objects.h). */
 #define SR_RETRY 1
 /* A handler that sent its reply itself (one larger than struct sr_rep). */
 #define SR_REPLIED 2
 int sr_handle_request(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req, int *fds,
 		      int nfds);
-void sr_client_teardown(struct sr_daemon *d, struct sr_client *c);
-/* The QP moves a CM request carries (ACCEPT, ESTABLISH), one after another
- * under the QP's locks, as that many MODIFY_QPs would make them: 0,
- * -errno of the first that fails (those before it stay made), or SR_RETRY
- * with none made.  from >= 0: only from that state (else -EINVAL, none
- * made). */
+/* obj_qp.c: the QP moves a CM request carries (ACCEPT, ESTABLISH), one
+ * after another under the QP's locks, as that many MODIFY_QPs would make
+ * them: 0, -errno of the first that fails (those before it stay made), or
+ * SR_RETRY with none made.  from >= 0: only from that state (else -EINVAL,
+ * none made). */
 struct sr_cm_qp_moves;
 int sr_qp_moves(struct sr_daemon *d, struct sr_client *c, const struct sr_cm_qp_moves *m, int from);
-struct sr_obj *sr_obj_lookup(struct sr_daemon *d, enum sr_obj_kind kind, uint32_t handle);
+/* stall.c: the timer of QPs whose process is not polling (true: some wait) */
 bool sr_daemon_tick(struct sr_daemon *d);
 
 /* client.c: one connection (main.c's poll loop and the fuzzer call these) */

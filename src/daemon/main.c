@@ -68,7 +68,7 @@ static int listen_socket(void)
  * Every connection is let in and its credentials kept: one of another
  * effective uid (root's included, see docs/architecture.md "Trust model")
  * or of unknown credentials is marked foreign, and its first request,
- * whatever it is, gets the refusal record and the close (objects.c).
+ * whatever it is, gets the refusal record and the close (dispatch.c).
  * Answering instead of closing at once tells the user why.
  */
 static void accept_client(struct sr_daemon *d)

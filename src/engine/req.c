@@ -1279,7 +1279,7 @@ static void publish(struct sr_qp_shm *qp, const struct sr_eng_qp *q, bool ok)
 
 /*
  * The first grant, given by the daemon's thread as the QP reaches RTS
- * (daemon/objects.c).  Given by the engine, as every later one is, it came
+ * (daemon/obj_qp.c).  Given by the engine, as every later one is, it came
  * only after the engine had run in answer to the first post's doorbell: a
  * connection's first message then always left from the engine, and on a
  * machine whose CPUs are busy polling the engine's thread may wait a

@@ -653,7 +653,7 @@ int ibv_dereg_mr(struct ibv_mr *mr)
 
 /*
  * The MR changes in place and keeps its lkey and rkey (the daemon's
- * do_rereg_mr says why); a new range takes its pages as a registration
+ * sr_op_rereg_mr says why); a new range takes its pages as a registration
  * does and gives the old ones back.  On failure nothing has changed: the MR
  * is still the old one, usable and deregisterable.
  */

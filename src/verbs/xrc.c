@@ -3,7 +3,7 @@
  * shared between processes through a file, as the kernel keys them by
  * inode), ibv_close_xrcd, ibv_get_srq_num and ibv_open_qp of an XRC_RECV QP
  * another process of the domain created.  The daemon keeps the domains
- * (objects.c); the data path delivers by the SRQ number each message names
+ * (daemon/obj_pd.c); the data path delivers by the SRQ number each message names
  * (src/shm/exec.c).
  */
 #include <errno.h>

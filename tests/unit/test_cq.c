@@ -3,7 +3,7 @@
  * struct sr_cqe): its producers (src/shm/cq_push.c) and its consumer
  * (src/shm/cq_poll.c: ibv_poll_cq, the extended poll, arming, the filter
  * of destroyed QPs, sr_cq_clean_qp), on a ring laid out in plain memory as
- * the daemon lays it out (daemon/objects.c, create_cq), with the least of
+ * the daemon lays it out (daemon/obj_cq.c, sr_op_create_cq), with the least of
  * a library context that polling reads (the arena, the QP list) and no
  * daemon.  Checks: entries come out in the order they went in, with every
  * field; the ring wraps at its size and the 32-bit counters wrap; a full

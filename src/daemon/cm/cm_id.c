@@ -214,7 +214,7 @@ struct sr_cm_event *sr_cm_event_new(struct sr_cm_id *id, uint32_t type, int32_t 
 }
 
 /* Never waits: an eventfd at its maximum count would block the daemon
- * (as daemon_signal in objects.c). */
+ * (as daemon_signal in stall.c). */
 static void signal_chan(struct sr_cm_chan *ch, uint64_t n)
 {
 	struct pollfd p = {.fd = ch->efd, .events = POLLOUT};
