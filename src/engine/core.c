@@ -407,7 +407,8 @@ void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_
 			e->app_unknown = true;
 			return;
 		}
-		drop(e, SR_DROP_QPN);
+		/* the QP is there but its process has exited, or there is none */
+		drop(e, sr_exec_qp_lookup(e->ctx, p->bth.dqpn) ? SR_DROP_GONE : SR_DROP_QPN);
 		sr_eng_resp_gone(e, p, sgid, dgid);
 		return;
 	}

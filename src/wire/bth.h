@@ -311,7 +311,7 @@ enum sr_drop {
 	SR_DROP_SHORT,	   /* shorter than its opcode's headers + ICRC */
 	SR_DROP_OPCODE,	   /* unknown or unsupported opcode, TVer != 0 */
 	SR_DROP_ICRC,	   /* invariant CRC mismatch */
-	SR_DROP_QPN,	   /* no such QP, or not reachable over the wire */
+	SR_DROP_QPN,	   /* no such QP */
 	SR_DROP_TRANSPORT, /* opcode of another transport than the QP's */
 	SR_DROP_PKEY,	   /* P_Key does not match */
 	SR_DROP_QKEY,	   /* UD: Q_Key does not match */
@@ -320,6 +320,7 @@ enum sr_drop {
 	SR_DROP_LENGTH,	   /* payload length wrong for the opcode or the MTU */
 	SR_DROP_SRC,	   /* connected QP: packet from another address than its peer */
 	SR_DROP_NOBUF,	   /* UD/UC: no receive posted */
+	SR_DROP_GONE,	   /* the QP's process has exited (layout.h, struct sr_life_slot) */
 	SR_DROP_MAX
 };
 

@@ -131,7 +131,7 @@ const char *const sr_drop_name[SR_DROP_MAX] = {
     [SR_DROP_ICRC] = "icrc",	    [SR_DROP_QPN] = "qpn",	 [SR_DROP_TRANSPORT] = "transport",
     [SR_DROP_PKEY] = "pkey",	    [SR_DROP_QKEY] = "qkey",	 [SR_DROP_STATE] = "state",
     [SR_DROP_PSN] = "psn",	    [SR_DROP_LENGTH] = "length", [SR_DROP_SRC] = "source",
-    [SR_DROP_NOBUF] = "no-receive",
+    [SR_DROP_NOBUF] = "no-receive", [SR_DROP_GONE] = "gone",
 };
 
 enum sr_drop sr_pkt_parse(const uint8_t *buf, uint32_t len, struct sr_pkt *pkt)
