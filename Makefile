@@ -10,7 +10,8 @@ DEB_BUILD = cmake gcc make pkg-config libibverbs-dev librdmacm-dev libisal-dev z
 DEB_RUN = ibverbs-utils perftest rdmacm-utils qperf iperf3 python3-pyverbs iproute2 strace ucx-utils \
 	python3-scapy tshark ethtool socat netcat-openbsd openmpi-bin mpich libfabric-bin fio \
 	infiniband-diags
-# the control-socket fuzzer (tests/fuzz): clang and its libFuzzer runtime
+# the fuzzers (tests/fuzz, whose finding replays make test runs): clang and
+# its libFuzzer runtime
 DEB_FUZZ = clang libclang-rt-14-dev
 # `make bench` (bench/run.sh, which checks the same list when run alone):
 # perftest is what softrdma runs, on one host and across two; ucx-utils
@@ -27,7 +28,7 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 all: build
 
 deps:
-	@$(call deb_install,$(DEB_BUILD) $(DEB_RUN))
+	@$(call deb_install,$(DEB_BUILD) $(DEB_RUN) $(DEB_FUZZ))
 
 # deb_install PACKAGES: apt-get install those not installed yet
 define deb_install

@@ -15,7 +15,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # BUILD_X: a build directory, or DIR:VAR=VALUE[,VAR=VALUE...] to run that
 # build with those variables in the environment of its daemons and cmtime
-# (an A/B of one build with a switch: build build:SOFTRDMA_CM_ROUTE_LOCAL=0)
+# (an A/B of one build with a setting: build build:SOFTRDMA_CTL_SPIN_US=0)
 spec() { local d=${1%%:*}; d=$(cd "$d" && pwd -P) || exit 2; [ "$1" = "${1#*:}" ] && echo "$d" || echo "$d:${1#*:}"; }
 A=$(spec "$1")
 B=$(spec "$2")
