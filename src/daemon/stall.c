@@ -47,16 +47,14 @@ static void responder_gone(struct sr_daemon *d, struct sr_qp_shm *qp, uint64_t n
 {
 	uint32_t idx = sr_qpn_index(qp->dest_qpn) % SR_MAX_QPS;
 	struct sr_obj *peer = d->qp_by_idx[idx];
-	uint64_t deadline = UINT64_MAX;
 
 	if (atomic_load_explicit(&qp->stalled, memory_order_relaxed) != SR_STALL_RNR ||
 	    (peer && peer->handle == qp->dest_qpn))
 		return;
 	if (sr_shm_trylock(&qp->sq_lock))
 		return; /* its owner is running it: it will see the responder gone itself */
-	if (qp->timeout)
-		deadline = now + (4096ull << qp->timeout) * (qp->retry_cnt + 1ull);
-	atomic_store_explicit(&qp->stall_deadline_ns, deadline, memory_order_relaxed);
+	atomic_store_explicit(&qp->stall_deadline_ns, sr_ack_wait_deadline(qp, now),
+			      memory_order_relaxed);
 	atomic_store_explicit(&qp->stalled, SR_STALL_NO_ACK, memory_order_release);
 	sr_shm_unlock(&qp->sq_lock);
 }

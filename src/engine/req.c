@@ -82,11 +82,6 @@ static uint32_t read_chunks_out(const struct sr_qp_shm *qp, const struct sr_send
 	return (uint32_t)(n - sw->resp_off / cb);
 }
 
-static uint64_t timeout_ns(const struct sr_qp_shm *qp)
-{
-	return qp->timeout ? 4096ull << qp->timeout : 0; /* C9-140: 0 = infinite */
-}
-
 /*
  * Two clocks per requester.  The IBTA's local ACK timeout (rto_at) counts
  * retry_cnt.  Before it, a probe (deadline) retransmits from the oldest
@@ -98,7 +93,7 @@ static uint64_t timeout_ns(const struct sr_qp_shm *qp)
  */
 static uint64_t probe_cap(const struct sr_qp_shm *qp)
 {
-	uint64_t t = timeout_ns(qp);
+	uint64_t t = sr_ack_timeout_ns(qp->timeout);
 
 	return t ? t : 4096ull << 14; /* infinite timeout: probes keep going */
 }
@@ -119,7 +114,7 @@ static void set_deadline(struct sr_engine *e, struct sr_eng_qp *q)
  * across two hosts caught arm_timer 3.9 ms behind the clock). */
 static void arm_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
-	uint64_t t = timeout_ns(qp), cap = probe_cap(qp);
+	uint64_t t = sr_ack_timeout_ns(qp->timeout), cap = probe_cap(qp);
 
 	e->now = sr_eng_clock();
 	q->rto_at = t ? e->now + t : 0;

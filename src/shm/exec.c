@@ -1074,9 +1074,8 @@ static void stall(struct sr_qp_shm *qp, struct sr_qp_shm *t, enum xres why)
 		if (qp->rnr_retry < 7)
 			deadline =
 			    now + (qp->rnr_retry + 1) * sr_rnr_timer_ns(t ? t->min_rnr_timer : 0);
-	} else if (qp->timeout) {
-		/* C9-140: 4.096 us * 2^timeout per try, retry_cnt retries (0 = infinite) */
-		deadline = now + (4096ull << qp->timeout) * (qp->retry_cnt + 1ull);
+	} else {
+		deadline = sr_ack_wait_deadline(qp, now);
 	}
 	atomic_store_explicit(&qp->stall_deadline_ns, deadline, memory_order_relaxed);
 	atomic_store_explicit(&qp->stalled, kind, memory_order_release);

@@ -46,6 +46,18 @@ uint64_t sr_rnr_timer_ns(uint8_t enc)
 	return (uint64_t)t10us[enc & 31] * 10000;
 }
 
+uint64_t sr_ack_timeout_ns(uint8_t timeout)
+{
+	return timeout ? 4096ull << timeout : 0;
+}
+
+uint64_t sr_ack_wait_deadline(const struct sr_qp_shm *qp, uint64_t now)
+{
+	uint64_t t = sr_ack_timeout_ns(qp->timeout);
+
+	return t ? now + t * (qp->retry_cnt + 1ull) : UINT64_MAX;
+}
+
 void sr_sq_push_cqe(void *arena, struct sr_qp_shm *qp, uint64_t wr_id, enum ibv_wc_opcode op,
 		    enum ibv_wc_status status, uint32_t byte_len, sr_signal_fn *signal, void *arg)
 {

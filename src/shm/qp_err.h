@@ -61,5 +61,11 @@ int sr_qp_check_stall(void *arena, struct sr_qp_shm *qp, uint64_t now, int block
 		      sr_signal_fn *signal, void *arg);
 /* RNR timer value in ns for an encoded min_rnr_timer (IBTA table 45). */
 uint64_t sr_rnr_timer_ns(uint8_t enc);
+/* The local ACK timeout in ns (IBTA 9.7.6.1.3: 4.096 us x 2^timeout);
+ * 0: timeout 0, which is infinite. */
+uint64_t sr_ack_timeout_ns(uint8_t timeout);
+/* When a send queue head that gets no ACK fails, waiting from now: after
+ * retry_cnt + 1 tries of the local ACK timeout; UINT64_MAX: never. */
+uint64_t sr_ack_wait_deadline(const struct sr_qp_shm *qp, uint64_t now);
 
 #endif
