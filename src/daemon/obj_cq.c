@@ -32,10 +32,7 @@ int sr_op_create_cq(struct sr_daemon *d, struct sr_client *c, const struct sr_re
 	off = sr_heap_alloc(d, size, &got);
 	if (!off)
 		return -ENOMEM;
-	o = sr_obj_new(c, SR_OBJ_CQ);
-	if (!o || sr_handle_new(d, o)) {
-		if (o)
-			sr_obj_unlink(o);
+	if (sr_obj_new_numbered(d, c, SR_OBJ_CQ, &o)) {
 		sr_heap_free(d, off, got);
 		return -ENOMEM;
 	}

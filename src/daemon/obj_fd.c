@@ -63,14 +63,9 @@ int sr_op_reg_fd(struct sr_daemon *d, struct sr_client *c, const struct sr_req *
 		return -EBADF;
 	if (d->fds_held >= d->fds_budget || pid_fds(d, c->pid) >= d->fds_budget / 2)
 		return -EMFILE;
-	o = sr_obj_new(c, SR_OBJ_FD);
-	if (!o)
-		return -ENOMEM;
-	ret = sr_handle_new(d, o);
-	if (ret) {
-		sr_obj_unlink(o);
+	ret = sr_obj_new_numbered(d, c, SR_OBJ_FD, &o);
+	if (ret)
 		return ret;
-	}
 	o->u.fd.fd = io->fds[0];
 	o->u.fd.kind = req->u.reg_fd.kind;
 	io->fds[0] = -1; /* consumed */

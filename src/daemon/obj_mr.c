@@ -96,17 +96,22 @@ static int mr_req_check(struct sr_daemon *d, struct sr_client *c, const struct s
 	return total < r->length ? -EINVAL : 0;
 }
 
-/* Publishes o's key entry from its record, under the entry's seqlock; a
- * reg_seq other than the entry's makes peers map the pages again.  The
- * daemon's own copy (o->u.mr.reg_seq) is what MR_MAP reports. */
-static void mr_publish(struct sr_daemon *d, struct sr_obj *o, uint32_t pd, uint64_t reg_seq)
+/* Takes the request's iova and access into o's record and publishes its key
+ * entry, under the entry's seqlock, then fills in the reply; a reg_seq other
+ * than the entry's makes peers map the pages again.  The daemon's own copy
+ * (o->u.mr.reg_seq) is what MR_MAP reports. */
+static void mr_publish(struct sr_daemon *d, struct sr_obj *o,
+		       const __typeof__(((struct sr_req *)0)->u.reg_mr) *r, uint64_t reg_seq,
+		       struct sr_rep *rep)
 {
 	struct sr_key_entry e;
 
+	o->u.mr.iova = r->iova;
+	o->u.mr.access = r->access;
 	memset(&e, 0, sizeof(e));
 	e.key = o->handle;
 	e.kind = SR_KEY_MR;
-	e.pd = pd;
+	e.pd = r->pd;
 	e.access = o->u.mr.access;
 	e.owner_pid = o->owner->pid;
 	e.iova = o->u.mr.iova;
@@ -115,6 +120,8 @@ static void mr_publish(struct sr_daemon *d, struct sr_obj *o, uint32_t pd, uint6
 	e.reg_seq = reg_seq;
 	o->u.mr.reg_seq = reg_seq;
 	sr_key_publish(sr_key_slot(d, o->handle), &e);
+	rep->handle = o->handle;
+	rep->u.mr.lkey = rep->u.mr.rkey = o->handle;
 }
 
 static uint64_t reg_seq_new(struct sr_daemon *d)
@@ -149,23 +156,13 @@ int sr_op_reg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req *
 	ret = mr_req_check(d, c, req, segs, nsegs);
 	if (ret)
 		goto out;
-	ret = -ENOMEM;
-	o = sr_obj_new(c, SR_OBJ_MR);
-	if (!o)
+	ret = sr_obj_new_numbered(d, c, SR_OBJ_MR, &o);
+	if (ret)
 		goto out;
-	ret = sr_key_alloc(d, o);
-	if (ret) {
-		sr_obj_unlink(o);
-		goto out;
-	}
 	sr_obj_hold(o, sr_obj_owned(d, c, SR_OBJ_PD, r->pd));
 	mr_set_translation(o, req, segs, nsegs);
 	segs = NULL;
-	o->u.mr.iova = r->iova;
-	o->u.mr.access = r->access;
-	mr_publish(d, o, r->pd, reg_seq_new(d));
-	rep->handle = o->handle;
-	rep->u.mr.lkey = rep->u.mr.rkey = o->handle;
+	mr_publish(d, o, r, reg_seq_new(d), rep);
 	ret = 0;
 out:
 	free(segs);
@@ -228,11 +225,7 @@ int sr_op_rereg_mr(struct sr_daemon *d, struct sr_client *c, const struct sr_req
 		segs = NULL;
 		reg_seq = reg_seq_new(d);
 	}
-	o->u.mr.iova = r->iova;
-	o->u.mr.access = r->access;
-	mr_publish(d, o, r->pd, reg_seq);
-	rep->handle = o->handle;
-	rep->u.mr.lkey = rep->u.mr.rkey = o->handle;
+	mr_publish(d, o, r, reg_seq, rep);
 	ret = 0;
 out:
 	free(segs);
@@ -298,14 +291,9 @@ int sr_op_alloc_mw(struct sr_daemon *d, struct sr_client *c, const struct sr_req
 		return -EINVAL;
 	if (req->u.mw.type != IBV_MW_TYPE_1 && req->u.mw.type != IBV_MW_TYPE_2)
 		return -EINVAL;
-	o = sr_obj_new(c, SR_OBJ_MW);
-	if (!o)
-		return -ENOMEM;
-	ret = sr_key_alloc(d, o);
-	if (ret) {
-		sr_obj_unlink(o);
+	ret = sr_obj_new_numbered(d, c, SR_OBJ_MW, &o);
+	if (ret)
 		return ret;
-	}
 	sr_obj_hold(o, pd);
 	o->u.mw.type = req->u.mw.type;
 	memset(&e, 0, sizeof(e));

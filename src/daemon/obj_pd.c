@@ -15,16 +15,10 @@
 int sr_op_alloc_pd(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 		   struct sr_op_io *io)
 {
-	struct sr_obj *o = sr_obj_new(c, SR_OBJ_PD);
-	int ret;
+	struct sr_obj *o;
 
-	if (!o)
+	if (sr_obj_new_numbered(d, c, SR_OBJ_PD, &o))
 		return -ENOMEM;
-	ret = sr_handle_new(d, o);
-	if (ret) {
-		sr_obj_unlink(o);
-		return -ENOMEM;
-	}
 	io->rep->handle = o->handle;
 	return 0;
 }
@@ -64,14 +58,9 @@ int sr_op_open_xrcd(struct sr_daemon *d, struct sr_client *c, const struct sr_re
 		if (!dom && d->fds_held >= d->fds_budget)
 			return -EMFILE;
 	}
-	o = sr_obj_new(c, SR_OBJ_XRCD);
-	if (!o)
-		return -ENOMEM;
-	ret = sr_handle_new(d, o);
-	if (ret) {
-		sr_obj_unlink(o);
+	ret = sr_obj_new_numbered(d, c, SR_OBJ_XRCD, &o);
+	if (ret)
 		return ret;
-	}
 	if (!dom) {
 		dom = calloc(1, sizeof(*dom));
 		if (!dom) {

@@ -642,14 +642,9 @@ int sr_op_open_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_req 
 	qp = sr_arena_at(d->arena, o->u.shm.off);
 	if (qp->type != IBV_QPT_XRC_RECV || qp->xrcd != xrcd->u.xrcd.dom->id)
 		return -EINVAL;
-	r = sr_obj_new(c, SR_OBJ_QPREF);
-	if (!r)
-		return -ENOMEM;
-	ret = sr_handle_new(d, r);
-	if (ret) {
-		sr_obj_unlink(r);
+	ret = sr_obj_new_numbered(d, c, SR_OBJ_QPREF, &r);
+	if (ret)
 		return ret;
-	}
 	sr_obj_hold(r, xrcd); /* deps[0], as a QP's: its XRCD is busy while it is open */
 	r->u.qpref.qp = o;
 	r->u.qpref.async_fd_id = req->u.open_qp.async_fd_id;

@@ -36,16 +36,18 @@ static inline uint32_t align64(uint32_t v)
 struct sr_obj *sr_obj_owned(struct sr_daemon *d, struct sr_client *c, enum sr_obj_kind kind,
 			    uint32_t handle);
 struct sr_obj *sr_obj_new(struct sr_client *c, enum sr_obj_kind kind);
+/* A new object of c's with its number, a handle or (MR, MW) a key: 0, or
+ * -ENOMEM or the number allocator's error, with nothing left behind. */
+int sr_obj_new_numbered(struct sr_daemon *d, struct sr_client *c, enum sr_obj_kind kind,
+			struct sr_obj **op);
 /* o holds a use of dep (at most four: o->deps), given back by sr_obj_unlink. */
 void sr_obj_hold(struct sr_obj *o, struct sr_obj *dep);
 void sr_obj_unlink(struct sr_obj *o);
 void sr_obj_to_front(struct sr_obj *o);
 void sr_obj_give(struct sr_obj *o, struct sr_client *c);
-int sr_handle_new(struct sr_daemon *d, struct sr_obj *o);
 void sr_handle_free(struct sr_daemon *d, struct sr_obj *o);
 struct sr_key_entry *sr_key_slot(struct sr_daemon *d, uint32_t key);
 void sr_key_publish(struct sr_key_entry *e, const struct sr_key_entry *val);
-int sr_key_alloc(struct sr_daemon *d, struct sr_obj *o);
 void sr_key_free(struct sr_daemon *d, struct sr_obj *o);
 /* Takes all n arena locks or none: 0, or SR_RETRY when one is held. */
 int sr_lock_all(struct sr_lock *const *l, int n);

@@ -179,7 +179,7 @@ void sr_obj_give(struct sr_obj *o, struct sr_client *c)
 	c->objs = o;
 }
 
-int sr_handle_new(struct sr_daemon *d, struct sr_obj *o)
+static int handle_new(struct sr_daemon *d, struct sr_obj *o)
 {
 	int64_t h = sr_idalloc_get(&d->ids[o->kind]);
 
@@ -215,7 +215,7 @@ static void key_clear(struct sr_daemon *d, uint32_t key)
 }
 
 /* Allocates a key index and composes a key with fresh random bits. */
-int sr_key_alloc(struct sr_daemon *d, struct sr_obj *o)
+static int key_alloc(struct sr_daemon *d, struct sr_obj *o)
 {
 	int64_t idx = sr_idalloc_get(&d->key_ids);
 
@@ -223,6 +223,24 @@ int sr_key_alloc(struct sr_daemon *d, struct sr_obj *o)
 		return -ENOMEM;
 	o->handle = sr_key_make(idx, sr_random32());
 	d->key_by_idx[idx] = o;
+	return 0;
+}
+
+int sr_obj_new_numbered(struct sr_daemon *d, struct sr_client *c, enum sr_obj_kind kind,
+			struct sr_obj **op)
+{
+	struct sr_obj *o = sr_obj_new(c, kind);
+	int ret;
+
+	*op = NULL;
+	if (!o)
+		return -ENOMEM;
+	ret = kind == SR_OBJ_MR || kind == SR_OBJ_MW ? key_alloc(d, o) : handle_new(d, o);
+	if (ret) {
+		sr_obj_unlink(o);
+		return ret;
+	}
+	*op = o;
 	return 0;
 }
 
