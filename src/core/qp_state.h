@@ -48,6 +48,20 @@ struct sr_qp_limits {		  /* device/port limits used for value checks */
 int sr_qp_modify_check(enum ibv_qp_type type, enum ibv_qp_state cur, const struct ibv_qp_attr *attr,
 		       int attr_mask, const struct sr_qp_limits *lim, enum ibv_qp_state *next);
 
+/* A QP in state s takes requests as a responder (IBTA 10.3.1: RTR and
+ * after, until ERR). */
+static inline bool sr_qps_can_receive(uint32_t s)
+{
+	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
+}
+
+/* A reliable service: ACKs, NAKs, RNR and retries (RC; XRC, whose send
+ * half is a requester and receive half a responder). */
+static inline bool sr_qpt_reliable(uint32_t type)
+{
+	return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV;
+}
+
 /* "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"; "UNKNOWN" otherwise. */
 const char *sr_qp_state_name(enum ibv_qp_state s);
 

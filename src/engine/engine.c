@@ -163,12 +163,8 @@ static struct sr_eng_rxbuf *rx_slots;
 static void rx_tapped(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
 		      const uint8_t *dgid, uint16_t sport)
 {
-	unsigned times = 1;
-
 	/* capture, then drop, dup, hold, corrupt */
-	if (sr_eng_tapped(e, SR_FAULT_RX))
-		times = sr_eng_rx_tap(e, buf, len, sgid, dgid, sport);
-	while (times--)
+	for (unsigned times = sr_eng_rx_copies(e, buf, len, sgid, dgid, sport); times--;)
 		sr_eng_rx_one(e, buf, len, sgid, dgid, sport);
 }
 

@@ -392,6 +392,15 @@ static inline bool sr_eng_tapped(const struct sr_engine *e, enum sr_fault_dir d)
 	return e->trace || sr_fault_dir_on(sr_eng_fault_shm(e), d);
 }
 
+/* The first step of each intake of a received datagram (the engine's, a
+ * receive half's, the GSI reader's): how many times to process it, as the
+ * receive taps decide (sr_eng_rx_tap: 0, 1 or 2), and 1 without taps. */
+static inline unsigned sr_eng_rx_copies(struct sr_engine *e, uint8_t *buf, uint32_t len,
+					const uint8_t *sgid, const uint8_t *dgid, uint16_t sport)
+{
+	return sr_eng_tapped(e, SR_FAULT_RX) ? sr_eng_rx_tap(e, buf, len, sgid, dgid, sport) : 1;
+}
+
 static inline void sr_eng_count(_Atomic uint64_t *c, uint64_t n)
 {
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,

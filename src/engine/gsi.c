@@ -131,15 +131,13 @@ static _Atomic uint32_t gsi_psn;
 static void gsi_send(struct sr_engine *e, const struct sr_gsi_mad *m, const uint8_t *mad, int sock,
 		     uint16_t sport)
 {
-	uint8_t hdr[SR_BTH_LEN + SR_DETH_LEN];
+	uint8_t hdr[SR_UD_MAX_HDR_LEN];
 	struct iovec iov = {(void *)mad, SR_GSI_MAD_SIZE};
 	uint32_t psn = atomic_fetch_add_explicit(&gsi_psn, 1, memory_order_relaxed);
+	unsigned hl = sr_ud_hdr_put(hdr, false, false, SR_DEFAULT_PKEY, GSI_QPN, psn & SR_PSN_MASK,
+				    SR_GSI_QKEY, GSI_QPN, 0);
 
-	sr_bth_put(hdr, SR_TR_UD | SR_IB_SEND_ONLY, false, 0, SR_DEFAULT_PKEY, GSI_QPN, false,
-		   psn & 0xFFFFFF);
-	sr_deth_put(hdr + SR_BTH_LEN, SR_GSI_QKEY, GSI_QPN);
-	sr_eng_send(e, NULL, m->sgid, m->dgid, sock, sport, hdr, sizeof(hdr), &iov, 1,
-		    SR_GSI_MAD_SIZE);
+	sr_eng_send(e, NULL, m->sgid, m->dgid, sock, sport, hdr, hl, &iov, 1, SR_GSI_MAD_SIZE);
 }
 
 /* ---- the engine thread ---- */
@@ -276,7 +274,6 @@ static void direct_take(struct sr_engine *e, uint8_t *buf, uint32_t len, const u
 	struct gsi_direct *r = (struct gsi_direct *)e;
 	struct sr_arena_hdr *h = e->arena;
 	uint32_t dqpn = sr_bth_dqpn_raw(buf, len);
-	unsigned times = 1;
 	struct sr_gsi_mad m;
 	struct sr_pkt p;
 
@@ -288,9 +285,7 @@ static void direct_take(struct sr_engine *e, uint8_t *buf, uint32_t len, const u
 		return;
 	}
 	/* injected faults, as the engine would apply them (drop, dup, corrupt) */
-	if (sr_eng_tapped(e, SR_FAULT_RX))
-		times = sr_eng_rx_tap(e, buf, len, sgid, dgid, sport);
-	while (times--) {
+	for (unsigned times = sr_eng_rx_copies(e, buf, len, sgid, dgid, sport); times--;) {
 		if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p) || !gsi_ok(e, &p))
 			return;
 		mad_of(&m, &p, sgid, dgid);

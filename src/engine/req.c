@@ -42,13 +42,9 @@ static bool is_local(uint8_t op)
 
 static uint32_t npkts_of(const struct sr_qp_shm *qp, const struct sr_send_wqe *w)
 {
-	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
-
-	if (is_local(w->opcode))
-		return 0;
-	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
-		return 1;
-	return w->total_len ? (w->total_len + mtu - 1) / mtu : 1;
+	return is_local(w->opcode)
+		   ? 0
+		   : sr_wr_npkts(w->opcode, w->total_len, sr_mtu_bytes(qp->path_mtu));
 }
 
 /*
@@ -132,18 +128,14 @@ static void complete_head(struct sr_engine *e, struct sr_qp_shm *qp, enum ibv_wc
 	sr_shm_unlock(&qp->sq_lock);
 }
 
-/* The head WQE failed (IBTA 10.3.1 / C10-32): QP to ERR, the head completes
- * with `st`, everything else is flushed. */
+/* The head WQE failed: QP to ERR, the head completes with `st`, everything
+ * else is flushed (shm/qp_err.h). */
 static void fail_head(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		      enum ibv_wc_status st)
 {
 	sr_shm_lock(&qp->sq_lock);
-	sr_qp_to_error(qp, sr_signal_fd, e->ctx);
-	if (qp->exec_pos != atomic_load_explicit(&qp->sq.head, memory_order_acquire))
-		sr_sq_complete_head(e->arena, qp, st, 0, sr_signal_fd, e->ctx);
-	sr_sq_flush_locked(e->arena, qp, sr_signal_fd, e->ctx);
+	sr_sq_head_fails(e->arena, qp, st, sr_signal_fd, e->ctx);
 	sr_shm_unlock(&qp->sq_lock);
-	sr_rq_flush(e->arena, qp, sr_signal_fd, e->ctx);
 	q->deadline = 0;
 	q->req_init = false;
 }
@@ -165,27 +157,8 @@ static void flush_err(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 static bool sge_pieces(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_send_wqe *w,
 		       uint64_t off, uint32_t len, uint32_t need, struct iovec *iov, unsigned *niov)
 {
-	const struct sr_sge_shm *sge = (const void *)(w + 1);
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < w->num_sge && len; i++) {
-		uint64_t k;
-		void *p = NULL;
-
-		if (off >= sge[i].length) {
-			off -= sge[i].length;
-			continue;
-		}
-		k = sge[i].length - off < len ? sge[i].length - off : len;
-		if (sr_key_resolve(e->ctx, e->arena, sge[i].lkey, sge[i].addr + off, k, need,
-				   qp->pd, qp->qpn, false, &p))
-			return false;
-		iov[n++] = (struct iovec){p, k};
-		len -= (uint32_t)k;
-		off = 0;
-	}
-	*niov = n;
-	return true;
+	return !sr_sge_map(e->ctx, e->arena, (const struct sr_sge_shm *)(w + 1), w->num_sge, off,
+			   len, need, qp->pd, qp->qpn, iov, niov);
 }
 
 /* The payload bytes [off, off + len) of a SEND or WRITE: in place in the

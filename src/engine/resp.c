@@ -19,23 +19,14 @@
 
 #include "core/copy.h"
 #include "core/env.h"
+#include "core/qp_state.h"
 #include "core/shmlock.h"
 #include "engine/engine.h"
+#include "wire/reqhdr.h"
 #include "wire/grh.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
 #include "verbs/internal.h"
-
-static bool can_receive(uint32_t s)
-{
-	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
-}
-
-/* Reliable: acknowledges, NAKs, RNR (RC and XRC's target half). */
-static bool reliable(const struct sr_qp_shm *qp)
-{
-	return qp->type == IBV_QPT_RC || qp->type == IBV_QPT_XRC_RECV;
-}
 
 /* The transport bits of the QP's responses: XRC answers with XRC opcodes. */
 static uint8_t resp_tr(const struct sr_qp_shm *qp)
@@ -403,7 +394,7 @@ static void fail(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		 const struct sr_pkt *p, enum ibv_wc_status st)
 {
 	q->cur_op = 0xff;
-	if (!reliable(qp))
+	if (!sr_qpt_reliable(qp->type))
 		return;
 	send_nak(e, qp, q, p->bth.psn, nak_of(st));
 	sr_resp_to_error(e->ctx, qp);
@@ -448,9 +439,7 @@ static void read_respond(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 
 static uint32_t read_npkts(const struct sr_qp_shm *qp, uint32_t len)
 {
-	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
-
-	return len ? (len + mtu - 1) / mtu : 1;
+	return sr_wr_npkts(IBV_WR_RDMA_READ, len, sr_mtu_bytes(qp->path_mtu));
 }
 
 static void do_read(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
@@ -553,7 +542,7 @@ static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		   const struct sr_pkt *p)
 {
 	bool first = p->op->flags & SR_OPF_FIRST, last = p->op->flags & SR_OPF_LAST;
-	bool rc = reliable(qp);
+	bool rc = sr_qpt_reliable(qp->type);
 	enum ibv_wc_status st;
 	int r;
 
@@ -601,15 +590,8 @@ static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 					   (uint32_t)q->cur_off,
 					   (p->op->flags & SR_OPF_IETH) ? p->inv_rkey : p->imm_be,
 					   qp->dest_qpn, p->bth.flags & SR_BTH_SE, false);
-		if (done != IBV_WC_SUCCESS) {
-			/* too long for the receive buffer is an invalid
-			 * request; a bad invalidation too; a local key a local
-			 * operation error */
-			fail(e, qp, q, p,
-			     done == IBV_WC_LOC_PROT_ERR && st == IBV_WC_LOC_PROT_ERR
-				 ? IBV_WC_REM_OP_ERR
-				 : IBV_WC_REM_INV_REQ_ERR);
-		}
+		if (done != IBV_WC_SUCCESS)
+			fail(e, qp, q, p, done);
 	}
 	return 0;
 }
@@ -618,7 +600,7 @@ static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		    const struct sr_pkt *p)
 {
 	bool first = p->op->flags & SR_OPF_FIRST, last = p->op->flags & SR_OPF_LAST;
-	bool rc = reliable(qp);
+	bool rc = sr_qpt_reliable(qp->type);
 	void *dst = NULL;
 	int r;
 
@@ -889,12 +871,12 @@ static void take_placed(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 static void resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		    const struct sr_pkt *p)
 {
-	bool rc = reliable(qp);
+	bool rc = sr_qpt_reliable(qp->type);
 	uint32_t f = p->op->flags;
 	int32_t d;
 	int r = 0;
 
-	if (!can_receive(atomic_load_explicit(&qp->state, memory_order_acquire))) {
+	if (!sr_qps_can_receive(atomic_load_explicit(&qp->state, memory_order_acquire))) {
 		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
 	}
@@ -1020,7 +1002,7 @@ void sr_eng_resp_ud(struct sr_engine *e, struct sr_qp_shm *qp, const struct sr_p
 	enum ibv_wc_status st;
 	uint8_t grh[40];
 
-	if (!can_receive(atomic_load_explicit(&qp->state, memory_order_acquire))) {
+	if (!sr_qps_can_receive(atomic_load_explicit(&qp->state, memory_order_acquire))) {
 		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
 	}

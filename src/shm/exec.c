@@ -27,6 +27,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "core/idalloc.h"
+#include "core/qp_state.h"
 #include "core/seqlock.h"
 #include "core/shmlock.h"
 #include "engine/doorbell.h"
@@ -49,11 +50,6 @@ enum xres {
 	X_STALL_RNR,
 	X_STALL_NOACK,
 	X_ERR,
-};
-
-struct seg {
-	char *p;
-	uint64_t len;
 };
 
 struct xfer {
@@ -118,60 +114,34 @@ struct sr_srq_shm *sr_exec_srq_lookup(struct sr_context *ctx, uint32_t srqn)
 
 static bool can_receive(const struct sr_qp_shm *t)
 {
-	uint32_t s = atomic_load_explicit(&t->state, memory_order_acquire);
-
-	return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
-}
-
-/* Validates local SGEs and maps them to pointers. */
-static enum sr_key_result map_sges(struct sr_context *ctx, const struct sr_sge_shm *sge, unsigned n,
-				   uint32_t need, uint32_t pd, uint32_t qpn, struct seg *out,
-				   uint64_t *total)
-{
-	enum sr_key_result r;
-	uint64_t sum = 0;
-
-	for (unsigned i = 0; i < n; i++) {
-		void *p = NULL;
-
-		if (sge[i].length) {
-			r = sr_key_resolve(ctx, ctx->arena, sge[i].lkey, sge[i].addr, sge[i].length,
-					   need, pd, qpn, false, &p);
-			if (r)
-				return r;
-		}
-		out[i].p = p;
-		out[i].len = sge[i].length;
-		sum += sge[i].length;
-	}
-	*total = sum;
-	return SR_KEY_OK;
+	return sr_qps_can_receive(atomic_load_explicit(&t->state, memory_order_acquire));
 }
 
 /* copy_segs() for more than one segment on either side. */
 static void __attribute__((noinline))
-copy_segs_list(struct seg *dst, unsigned nd, const struct seg *src, unsigned ns, uint64_t len)
+copy_segs_list(struct iovec *dst, unsigned nd, const struct iovec *src, unsigned ns, uint64_t len)
 {
 	unsigned di = 0, si = 0;
 	uint64_t doff = 0, soff = 0;
 
 	while (len && di < nd && si < ns) {
-		uint64_t n = dst[di].len - doff;
+		uint64_t n = dst[di].iov_len - doff;
 
-		if (src[si].len - soff < n)
-			n = src[si].len - soff;
+		if (src[si].iov_len - soff < n)
+			n = src[si].iov_len - soff;
 		if (len < n)
 			n = len;
 		if (n)
-			sr_copy(dst[di].p + doff, src[si].p + soff, n);
+			sr_copy((char *)dst[di].iov_base + doff, (char *)src[si].iov_base + soff,
+				n);
 		doff += n;
 		soff += n;
 		len -= n;
-		if (doff == dst[di].len) {
+		if (doff == dst[di].iov_len) {
 			di++;
 			doff = 0;
 		}
-		if (soff == src[si].len) {
+		if (soff == src[si].iov_len) {
 			si++;
 			soff = 0;
 		}
@@ -181,32 +151,32 @@ copy_segs_list(struct seg *dst, unsigned nd, const struct seg *src, unsigned ns,
 /* Copies `len` bytes from a gather list into a scatter list.  Inline for
  * the common case, one buffer to one buffer (a zero-length SGE maps to
  * NULL, and memcpy from NULL is undefined even for 0 bytes). */
-static inline void copy_segs(struct seg *dst, unsigned nd, const struct seg *src, unsigned ns,
+static inline void copy_segs(struct iovec *dst, unsigned nd, const struct iovec *src, unsigned ns,
 			     uint64_t len)
 {
-	if (nd == 1 && ns == 1 && len <= dst[0].len && len <= src[0].len) {
+	if (nd == 1 && ns == 1 && len <= dst[0].iov_len && len <= src[0].iov_len) {
 		if (len)
-			sr_copy(dst[0].p, src[0].p, len);
+			sr_copy(dst[0].iov_base, src[0].iov_base, len);
 		return;
 	}
 	copy_segs_list(dst, nd, src, ns, len);
 }
 
 /* The initiator's payload as a gather list. */
-static enum sr_key_result gather(struct xfer *x, struct seg *src, unsigned *ns, uint64_t *total)
+static enum sr_key_result gather(struct xfer *x, struct iovec *src, unsigned *ns, uint64_t *total)
 {
 	struct sr_send_wqe *w = x->w;
 
 	if (w->flags & SR_WQE_INLINE) {
-		src[0].p = (char *)(w + 1);
-		src[0].len = w->total_len;
+		src[0].iov_base = w + 1;
+		src[0].iov_len = w->total_len;
 		*ns = 1;
 		*total = w->total_len;
 		return SR_KEY_OK;
 	}
-	*ns = w->num_sge;
-	return map_sges(x->ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, 0, x->qp->pd,
-			x->qp->qpn, src, total);
+	*total = w->total_len;
+	return sr_sge_map(x->ctx, x->ctx->arena, (const struct sr_sge_shm *)(w + 1), w->num_sge, 0,
+			  w->total_len, 0, x->qp->pd, x->qp->qpn, src, ns);
 }
 
 /* ---- the responder's receive queue ---- */
@@ -218,12 +188,6 @@ struct rq_ref {
 	uint64_t cq_off; /* where its receive completions go */
 	uint32_t pd;	 /* the PD its receive buffers' keys must be of */
 };
-
-/* Reliable connected transports: RNR waits, ACK timeouts, NAKs. */
-static inline bool reliable(uint32_t type)
-{
-	return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
-}
 
 /* The XRC SRQ numbered `srqn`, if it belongs to XRC domain `xrcd` (IBTA
  * A14: an XRC target QP delivers only to SRQs of its own domain). */
@@ -307,6 +271,52 @@ static struct sr_recv_wqe *rq_wait(void *arena, struct rq_ref *r)
 		atomic_store_explicit(&r->wq->waiting, 0, memory_order_relaxed);
 	return w;
 }
+
+/* With the consumer lock held: the receive WQE a message takes, or NULL
+ * (RC raises the RNR handshake flag first, rq_wait). */
+static struct sr_recv_wqe *rq_take(void *arena, struct rq_ref *r, bool rc)
+{
+	struct sr_recv_wqe *w = rq_peek(arena, r);
+
+	return w || !rc ? w : rq_wait(arena, r);
+}
+
+/* What a message's receive completion says of it: its opcode, the flags
+ * its WR opcode gives and the immediate or the invalidated key. */
+struct recv_wc {
+	enum ibv_wc_opcode op;
+	uint32_t flags, imm;
+};
+
+static inline struct recv_wc recv_wc_of(uint8_t wr_opcode, uint32_t imm_or_inv)
+{
+	switch (wr_opcode) {
+	case IBV_WR_SEND_WITH_IMM:
+		return (struct recv_wc){IBV_WC_RECV, IBV_WC_WITH_IMM, imm_or_inv};
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return (struct recv_wc){IBV_WC_RECV_RDMA_WITH_IMM, IBV_WC_WITH_IMM, imm_or_inv};
+	case IBV_WR_SEND_WITH_INV:
+		return (struct recv_wc){IBV_WC_RECV, IBV_WC_WITH_INV, imm_or_inv};
+	default:
+		return (struct recv_wc){IBV_WC_RECV, 0, 0};
+	}
+}
+
+/* Why a message fails at its receive WQE, and the two completions that
+ * follow: the responder's, and the requester's, which an RC responder
+ * NAKs (IBTA 9.7.5.2.8 and 9.9.3.1: a message longer than the receive
+ * buffers, or a SEND with Invalidate whose key cannot be invalidated, is
+ * an invalid request; a receive buffer whose local key fails its check is
+ * the responder's own fault, a remote operation error). */
+enum recv_fault { RECV_TOO_LONG, RECV_BAD_LKEY, RECV_BAD_INV };
+
+static const struct {
+	enum ibv_wc_status responder, requester;
+} recv_fault_status[] = {
+    [RECV_TOO_LONG] = {IBV_WC_LOC_LEN_ERR, IBV_WC_REM_INV_REQ_ERR},
+    [RECV_BAD_LKEY] = {IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR},
+    [RECV_BAD_INV] = {IBV_WC_LOC_PROT_ERR, IBV_WC_REM_INV_REQ_ERR},
+};
 
 /* Consumes the WQE rq_peek returned; returns its ring index. */
 static uint32_t rq_consume(struct sr_context *ctx, struct rq_ref *r)
@@ -394,18 +404,18 @@ static bool invalidate_key(struct sr_context *ctx, uint32_t key, uint32_t pd)
  */
 static inline __attribute__((always_inline)) enum xres
 deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, uint32_t src_qpn,
-	    struct sr_qp_shm *t, const struct seg *src, unsigned ns, uint64_t len,
+	    struct sr_qp_shm *t, const struct iovec *src, unsigned ns, uint64_t len,
 	    const uint8_t *grh, enum ibv_wc_status *req_status)
 {
-	bool rc = reliable(type);
-	struct seg dst[SR_MAX_SGE + 1], hsrc[SR_MAX_SGE + 1];
-	enum ibv_wc_status rst = IBV_WC_SUCCESS;
-	enum ibv_wc_opcode op = IBV_WC_RECV;
-	uint32_t flags = 0, imm = 0;
+	bool rc = sr_qpt_reliable(type);
+	struct iovec dst[SR_MAX_SGE + 1], hsrc[SR_MAX_SGE + 1];
+	struct recv_wc c = recv_wc_of(w->opcode, w->imm_or_inv);
+	enum recv_fault why;
 	struct sr_recv_wqe *rw;
 	struct sr_cqe *slot = NULL;
 	struct rq_ref r;
-	uint64_t cap = 0, need = len + (grh ? SR_GRH_LEN : 0);
+	uint64_t need = len + (grh ? SR_GRH_LEN : 0);
+	unsigned nd = 0;
 	enum xres res = X_DONE;
 
 	if (!rq_of(ctx->arena, t, w->xrc_srqn, &r)) {
@@ -416,9 +426,7 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 	}
 	rq_prefetch(ctx->arena, &r);
 	sr_shm_lock(r.lock);
-	rw = rq_peek(ctx->arena, &r);
-	if (!rw && rc)
-		rw = rq_wait(ctx->arena, &r);
+	rw = rq_take(ctx->arena, &r, rc);
 	if (!rw) {
 		if (rc) {
 			/* a sender on another host is no QP here: its engine
@@ -430,43 +438,27 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 		sr_shm_unlock(r.lock);
 		return res; /* UC/UD: dropped (no RNR on an unreliable service) */
 	}
-	switch (w->opcode) {
-	case IBV_WR_SEND_WITH_IMM:
-		flags |= IBV_WC_WITH_IMM;
-		imm = w->imm_or_inv;
-		break;
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		flags |= IBV_WC_WITH_IMM;
-		imm = w->imm_or_inv;
-		op = IBV_WC_RECV_RDMA_WITH_IMM;
-		break;
-	case IBV_WR_SEND_WITH_INV:
-		/* A14: an XRC_RECV QP has no PD; its SRQ's is the responder's */
-		if (!invalidate_key(ctx, w->imm_or_inv,
-				    t->type == IBV_QPT_XRC_RECV ? r.pd : t->pd)) {
-			rst = IBV_WC_LOC_PROT_ERR;
-			*req_status = IBV_WC_REM_INV_REQ_ERR;
-			goto fail;
-		}
-		flags |= IBV_WC_WITH_INV;
-		imm = w->imm_or_inv;
-		break;
-	default:
-		break;
-	}
 	if (grh)
-		flags |= IBV_WC_GRH;
+		c.flags |= IBV_WC_GRH;
 	if (w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
-		if (map_sges(ctx, (const struct sr_sge_shm *)(rw + 1), rw->num_sge,
-			     IBV_ACCESS_LOCAL_WRITE, r.pd, t->qpn, dst, &cap)) {
-			rst = IBV_WC_LOC_PROT_ERR;
-			*req_status = IBV_WC_REM_OP_ERR;
+		const struct sr_sge_shm *sge = (const void *)(rw + 1);
+
+		/* the checks in the order of the engine's (sr_resp_recv_put,
+		 * sr_resp_recv_finish): length, keys, invalidation */
+		if (need > sr_sge_len(sge, rw->num_sge)) {
+			why = RECV_TOO_LONG;
 			goto fail;
 		}
-		if (need > cap) {
-			/* responder length error; requester sees an invalid request NAK */
-			rst = IBV_WC_LOC_LEN_ERR;
-			*req_status = IBV_WC_REM_INV_REQ_ERR;
+		if (sr_sge_map(ctx, ctx->arena, sge, rw->num_sge, 0, need, IBV_ACCESS_LOCAL_WRITE,
+			       r.pd, t->qpn, dst, &nd)) {
+			why = RECV_BAD_LKEY;
+			goto fail;
+		}
+		/* A14: an XRC_RECV QP has no PD; its SRQ's is the responder's */
+		if (w->opcode == IBV_WR_SEND_WITH_INV &&
+		    !invalidate_key(ctx, w->imm_or_inv,
+				    t->type == IBV_QPT_XRC_RECV ? r.pd : t->pd)) {
+			why = RECV_BAD_INV;
 			goto fail;
 		}
 		/* A small message takes the CQ's producer lock before writing the
@@ -478,24 +470,25 @@ deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, 
 			slot = sr_cq_reserve(ctx->arena, sr_arena_ptr(ctx->arena, r.cq_off),
 					     sr_signal_fd, ctx);
 		if (grh) {
-			hsrc[0].p = (char *)grh;
-			hsrc[0].len = SR_GRH_LEN;
+			hsrc[0].iov_base = (void *)grh;
+			hsrc[0].iov_len = SR_GRH_LEN;
 			if (ns) /* a UD datagram of 0 bytes has no source piece */
 				memcpy(&hsrc[1], src, ns * sizeof(*src));
-			copy_segs(dst, rw->num_sge, hsrc, ns + 1, need);
+			copy_segs(dst, nd, hsrc, ns + 1, need);
 		} else {
-			copy_segs(dst, rw->num_sge, src, ns, len);
+			copy_segs(dst, nd, src, ns, len);
 		}
 	}
 	push_recv_cqe(ctx, t, r.cq_off, w->xrc_srqn, slot, rq_consume(ctx, &r), rw->wr_id,
-		      IBV_WC_SUCCESS, op, (uint32_t)need, flags, imm, src_qpn,
+		      IBV_WC_SUCCESS, c.op, (uint32_t)need, c.flags, c.imm, src_qpn,
 		      w->flags & SR_WQE_SOLICITED, grh ? roce_pkt_type(grh) : 0);
 	sr_shm_unlock(r.lock);
 	return X_DONE;
 
 fail:
-	push_recv_cqe(ctx, t, r.cq_off, w->xrc_srqn, NULL, rq_consume(ctx, &r), rw->wr_id, rst, op,
-		      0, 0, 0, src_qpn, false, 0);
+	*req_status = recv_fault_status[why].requester;
+	push_recv_cqe(ctx, t, r.cq_off, w->xrc_srqn, NULL, rq_consume(ctx, &r), rw->wr_id,
+		      recv_fault_status[why].responder, c.op, 0, 0, 0, src_qpn, false, 0);
 	sr_shm_unlock(r.lock);
 	if (type == IBV_QPT_UD)
 		return X_DONE; /* a datagram's failure stays at the responder */
@@ -503,7 +496,7 @@ fail:
 }
 
 static inline __attribute__((always_inline)) enum xres deliver(struct xfer *x, struct sr_qp_shm *t,
-							       const struct seg *src, unsigned ns,
+							       const struct iovec *src, unsigned ns,
 							       uint64_t len, const uint8_t *grh)
 {
 	enum xres res =
@@ -513,7 +506,7 @@ static inline __attribute__((always_inline)) enum xres deliver(struct xfer *x, s
 		x->stall_target = t;
 	if (res == X_ERR) {
 		x->responder_err = t;
-		if (!reliable(x->qp->type))
+		if (!sr_qpt_reliable(x->qp->type))
 			return X_DONE;
 	}
 	return res;
@@ -583,7 +576,7 @@ static struct sr_qp_shm *connected_peer(struct xfer *x)
 static enum xres remote_fail(struct xfer *x, struct sr_qp_shm *t, enum ibv_wc_status st)
 {
 	count(x->qp, SR_CNT_REM_ACCESS_ERR, 1);
-	if (!reliable(x->qp->type))
+	if (!sr_qpt_reliable(x->qp->type))
 		return X_DONE; /* UC: the responder drops the message silently */
 	x->status = st;
 	x->responder_err = t;
@@ -592,13 +585,13 @@ static enum xres remote_fail(struct xfer *x, struct sr_qp_shm *t, enum ibv_wc_st
 
 /* SEND on RC/UC, the payload gathered: into the connected peer's RQ. */
 static inline __attribute__((always_inline)) enum xres
-send_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
+send_connected(struct xfer *x, const struct iovec *src, unsigned ns, uint64_t len)
 {
 	struct sr_qp_shm *t = connected_peer(x);
 	enum xres res;
 
 	if (!t)
-		return reliable(x->qp->type) ? X_STALL_NOACK : X_DONE;
+		return sr_qpt_reliable(x->qp->type) ? X_STALL_NOACK : X_DONE;
 	res = deliver(x, t, src, ns, len, NULL);
 	if (res == X_DONE) {
 		count(x->qp, SR_CNT_SEND_WQE, 1);
@@ -662,7 +655,7 @@ static_assert(SR_UDTX_DATA >= SR_UD_MAX_HDR_LEN + 4096, "a UD transmit slot hold
  * poster up to 10 ms, as a NIC's full send queue would, then the datagram
  * is dropped and counted (`udtx_full`).
  */
-static void udtx_queue(struct xfer *x, const uint8_t *h, unsigned hl, const struct seg *src,
+static void udtx_queue(struct xfer *x, const uint8_t *h, unsigned hl, const struct iovec *src,
 		       unsigned ns, uint64_t len)
 {
 	struct sr_context *ctx = x->ctx;
@@ -686,9 +679,9 @@ static void udtx_queue(struct xfer *x, const uint8_t *h, unsigned hl, const stru
 	t->paylen = (uint32_t)len;
 	memcpy(t->data, h, hl);
 	for (unsigned i = 0; i < ns; i++) {
-		if (src[i].len)
-			memcpy(t->data + off, src[i].p, src[i].len);
-		off += src[i].len;
+		if (src[i].iov_len)
+			memcpy(t->data + off, src[i].iov_base, src[i].iov_len);
+		off += src[i].iov_len;
 	}
 	sr_mpsc_publish(&t->seq, pos, 0);
 	if (sr_db_sleeping(ah) && ah->engine_fd_id)
@@ -702,7 +695,7 @@ static void udtx_queue(struct xfer *x, const uint8_t *h, unsigned hl, const stru
  * Unreliable: the WQE completes once it is handed to the kernel;
  * a message longer than the path MTU is a local length error.
  */
-static enum xres send_ud_wire(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len,
+static enum xres send_ud_wire(struct xfer *x, const struct iovec *src, unsigned ns, uint64_t len,
 			      uint32_t qkey)
 {
 	struct sr_arena_hdr *ah = x->ctx->arena;
@@ -711,22 +704,15 @@ static enum xres send_ud_wire(struct xfer *x, const struct seg *src, unsigned ns
 	uint8_t h[SR_MAX_HDR_LEN];
 	struct iovec iov[SR_MAX_SGE];
 	struct sr_udp_pkt pkt;
-	unsigned hl = SR_BTH_LEN, n = 0;
+	unsigned hl, n = 0;
 
 	if (len > sr_mtu_bytes(x->ctx->dev.active_mtu)) {
 		x->status = IBV_WC_LOC_LEN_ERR;
 		return X_ERR;
 	}
-	sr_bth_put(h, SR_TR_UD | (imm ? SR_IB_SEND_ONLY_IMM : SR_IB_SEND_ONLY),
-		   w->flags & SR_WQE_SOLICITED, 0, SR_DEFAULT_PKEY, w->ud_qpn, false,
-		   x->qp->sq_psn);
+	hl = sr_ud_hdr_put(h, imm, w->flags & SR_WQE_SOLICITED, SR_DEFAULT_PKEY, w->ud_qpn,
+			   x->qp->sq_psn, qkey, x->qp->qpn, w->imm_or_inv);
 	x->qp->sq_psn = sr_psn_add(x->qp->sq_psn, 1);
-	sr_deth_put(h + hl, qkey, x->qp->qpn);
-	hl += SR_DETH_LEN;
-	if (imm) {
-		memcpy(h + hl, &w->imm_or_inv, 4);
-		hl += SR_IMMDT_LEN;
-	}
 	if (atomic_load_explicit(&ah->wire_taps, memory_order_relaxed) && ah->engine_fd_id) {
 		udtx_queue(x, h, hl, src, ns, len);
 		count(x->qp, SR_CNT_SEND_WQE, 1);
@@ -738,8 +724,8 @@ static enum xres send_ud_wire(struct xfer *x, const struct seg *src, unsigned ns
 		return X_ERR;
 	}
 	for (unsigned i = 0; i < ns; i++)
-		if (src[i].len)
-			iov[n++] = (struct iovec){src[i].p, src[i].len};
+		if (src[i].iov_len)
+			iov[n++] = src[i];
 	sr_udp_build(&pkt, w->ud_sgid, w->ud_dgid, ud_sport, h, hl, iov, n, (uint32_t)len);
 	if (sendmsg(ud_sock, &pkt.mh, 0) < 0)
 		sr_dbg("UD to another host: %m"); /* unreliable: lost like on a fabric */
@@ -754,7 +740,7 @@ static enum xres exec_send(struct xfer *x)
 {
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
-	struct seg src[SR_MAX_SGE];
+	struct iovec src[SR_MAX_SGE];
 	unsigned ns;
 	uint64_t len;
 
@@ -807,18 +793,18 @@ static enum xres exec_send(struct xfer *x)
 
 /* RDMA WRITE (with immediate), the payload gathered: into the peer's memory. */
 static inline __attribute__((always_inline)) enum xres
-write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len)
+write_connected(struct xfer *x, const struct iovec *src, unsigned ns, uint64_t len)
 {
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
-	struct seg dst;
+	struct iovec dst;
 	struct sr_qp_shm *t;
 	uint32_t pd;
 	void *p = NULL;
 
 	t = connected_peer(x);
 	if (!t)
-		return reliable(x->qp->type) ? X_STALL_NOACK : X_DONE;
+		return sr_qpt_reliable(x->qp->type) ? X_STALL_NOACK : X_DONE;
 	pd = target_pd(ctx->arena, t, w->xrc_srqn);
 	if (!pd)
 		return remote_fail(x, t, IBV_WC_REM_INV_REQ_ERR);
@@ -830,7 +816,7 @@ write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len
 		rq_of(ctx->arena, t, w->xrc_srqn, &r);
 		sr_shm_lock(r.lock);
 		have = rq_peek(ctx->arena, &r) != NULL;
-		if (!have && reliable(x->qp->type)) {
+		if (!have && sr_qpt_reliable(x->qp->type)) {
 			have = rq_wait(ctx->arena, &r) != NULL;
 			if (!have) {
 				rq_note_waiter(&r, x->qp->qpn);
@@ -839,14 +825,14 @@ write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len
 		}
 		sr_shm_unlock(r.lock);
 		if (!have)
-			return reliable(x->qp->type) ? X_STALL_RNR : X_DONE;
+			return sr_qpt_reliable(x->qp->type) ? X_STALL_RNR : X_DONE;
 	}
 	if (len) {
 		/* IBTA 10.6.3: the responder QP must allow remote writes, and the key too */
 		if (!rkey_ok(ctx, t, pd, w->rkey, w->remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
-		dst.p = p;
-		dst.len = len;
+		dst.iov_base = p;
+		dst.iov_len = len;
 		copy_segs(&dst, 1, src, ns, len);
 	}
 	count(x->qp, SR_CNT_RDMA_WRITE, 1);
@@ -858,7 +844,7 @@ write_connected(struct xfer *x, const struct seg *src, unsigned ns, uint64_t len
 
 static enum xres exec_write(struct xfer *x)
 {
-	struct seg src[SR_MAX_SGE];
+	struct iovec src[SR_MAX_SGE];
 	unsigned ns;
 	uint64_t len;
 
@@ -872,12 +858,12 @@ static enum xres exec_write(struct xfer *x)
 
 /* RDMA READ, the local scatter list mapped: from the peer's memory. */
 static inline __attribute__((always_inline)) enum xres
-read_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
+read_connected(struct xfer *x, struct iovec *dst, unsigned nd, uint64_t len)
 {
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
 	struct sr_qp_shm *t;
-	struct seg src;
+	struct iovec src;
 	void *p = NULL;
 
 	t = connected_peer(x);
@@ -887,8 +873,8 @@ read_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
 		if (!rkey_ok(ctx, t, target_pd(ctx->arena, t, w->xrc_srqn), w->rkey, w->remote_addr,
 			     len, IBV_ACCESS_REMOTE_READ, &p))
 			return remote_fail(x, t, IBV_WC_REM_ACCESS_ERR);
-		src.p = p;
-		src.len = len;
+		src.iov_base = p;
+		src.iov_len = len;
 		copy_segs(dst, nd, &src, 1, len);
 	}
 	count(x->qp, SR_CNT_RDMA_READ, 1);
@@ -898,12 +884,13 @@ read_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
 
 /* READ and atomics: the WQE's scatter list, which the response is written
  * into; false (LOC_PROT_ERR set) if a key does not allow it. */
-static bool map_response_dst(struct xfer *x, struct seg *dst, uint64_t *len)
+static bool map_response_dst(struct xfer *x, struct iovec *dst, unsigned *nd, uint64_t *len)
 {
 	struct sr_send_wqe *w = x->w;
 
-	if (map_sges(x->ctx, (const struct sr_sge_shm *)(w + 1), w->num_sge, IBV_ACCESS_LOCAL_WRITE,
-		     x->qp->pd, x->qp->qpn, dst, len)) {
+	*len = w->total_len;
+	if (sr_sge_map(x->ctx, x->ctx->arena, (const struct sr_sge_shm *)(w + 1), w->num_sge, 0,
+		       w->total_len, IBV_ACCESS_LOCAL_WRITE, x->qp->pd, x->qp->qpn, dst, nd)) {
 		x->status = IBV_WC_LOC_PROT_ERR;
 		return false;
 	}
@@ -912,18 +899,19 @@ static bool map_response_dst(struct xfer *x, struct seg *dst, uint64_t *len)
 
 static enum xres exec_read(struct xfer *x)
 {
-	struct seg dst[SR_MAX_SGE];
+	struct iovec dst[SR_MAX_SGE];
+	unsigned nd;
 	uint64_t len;
 
-	if (!map_response_dst(x, dst, &len))
+	if (!map_response_dst(x, dst, &nd, &len))
 		return X_ERR;
 	x->byte_len = len;
-	return read_connected(x, dst, x->w->num_sge, len);
+	return read_connected(x, dst, nd, len);
 }
 
 /* CMP_AND_SWP / FETCH_AND_ADD, the local result buffer mapped (len bytes,
  * which must be 8). */
-static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd, uint64_t len)
+static enum xres atomic_connected(struct xfer *x, struct iovec *dst, unsigned nd, uint64_t len)
 {
 	struct sr_context *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
@@ -943,7 +931,7 @@ static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd, 
 		       w->rkey, w->compare_add, w->swap, &orig);
 	if (st != IBV_WC_SUCCESS)
 		return remote_fail(x, t, st);
-	struct seg src = {(char *)&orig, 8};
+	struct iovec src = {(char *)&orig, 8};
 
 	copy_segs(dst, nd, &src, 1, 8);
 	count(x->qp, SR_CNT_ATOMIC, 1);
@@ -952,12 +940,13 @@ static enum xres atomic_connected(struct xfer *x, struct seg *dst, unsigned nd, 
 
 static enum xres exec_atomic(struct xfer *x)
 {
-	struct seg dst[SR_MAX_SGE];
+	struct iovec dst[SR_MAX_SGE];
+	unsigned nd;
 	uint64_t len;
 
-	if (!map_response_dst(x, dst, &len))
+	if (!map_response_dst(x, dst, &nd, &len))
 		return X_ERR;
-	return atomic_connected(x, dst, x->w->num_sge, len);
+	return atomic_connected(x, dst, nd, len);
 }
 
 static enum xres exec_bind(struct xfer *x)
@@ -1085,15 +1074,11 @@ static void stall(struct sr_qp_shm *qp, struct sr_qp_shm *t, enum xres why)
  * in error, QP to ERR, flush. */
 static void fail_stalled(struct sr_context *ctx, struct sr_qp_shm *qp)
 {
-	/* the state before the completion, as in head_not_done */
-	sr_qp_to_error(qp, sr_signal_fd, ctx);
-	sr_sq_complete_head(ctx->arena, qp,
-			    atomic_load_explicit(&qp->stalled, memory_order_acquire) == SR_STALL_RNR
-				? IBV_WC_RNR_RETRY_EXC_ERR
-				: IBV_WC_RETRY_EXC_ERR,
-			    0, sr_signal_fd, ctx);
-	sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
-	sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
+	sr_sq_head_fails(ctx->arena, qp,
+			 atomic_load_explicit(&qp->stalled, memory_order_acquire) == SR_STALL_RNR
+			     ? IBV_WC_RNR_RETRY_EXC_ERR
+			     : IBV_WC_RETRY_EXC_ERR,
+			 sr_signal_fd, ctx);
 }
 
 /* The SQ head WQE executed with outcome `r` other than X_DONE: the queue
@@ -1110,18 +1095,13 @@ static void head_not_done(struct sr_context *ctx, struct sr_qp_shm *qp, const st
 			fail_stalled(ctx, qp);
 		return;
 	}
-	/* X_ERR: QP to ERR, complete in error, flush (C10-32).  The state goes
-	 * first: whoever sees the error completion (another thread, or the
-	 * owner when a peer's process ran this) must find the QP in ERR, as
-	 * after an HCA's error CQE; so must the responder's (the NAK comes from
-	 * a responder already in error). */
+	/* X_ERR: QP to ERR, complete in error, flush.  An RC responder that
+	 * failed the request is in ERR before the requester's completion too
+	 * (the NAK comes from a responder already in error). */
 	atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
-	sr_qp_to_error(qp, sr_signal_fd, ctx);
-	if (x->responder_err && reliable(qp->type))
+	if (x->responder_err && sr_qpt_reliable(qp->type))
 		responder_to_error(ctx, x->responder_err);
-	sr_sq_complete_head(ctx->arena, qp, x->status, 0, sr_signal_fd, ctx);
-	sr_sq_flush_locked(ctx->arena, qp, sr_signal_fd, ctx);
-	sr_rq_flush(ctx->arena, qp, sr_signal_fd, ctx);
+	sr_sq_head_fails(ctx->arena, qp, x->status, sr_signal_fd, ctx);
 }
 
 int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
@@ -1164,7 +1144,7 @@ bool sr_exec_direct(struct sr_context *ctx, struct sr_qp_shm *qp, const struct i
 	const struct ibv_sge *sg = wr->sg_list;
 	struct sr_send_wqe *w = &pending->wqe;
 	struct xfer x = {.ctx = ctx, .qp = qp, .w = w};
-	struct seg buf = {NULL, sg->length};
+	struct iovec buf = {NULL, sg->length};
 	bool atomic =
 	    wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 	/* READ and atomics write the local buffer, WRITE and SEND read it */
@@ -1188,10 +1168,11 @@ bool sr_exec_direct(struct sr_context *ctx, struct sr_qp_shm *qp, const struct i
 	if (!sg->length)
 		; /* nothing to map (and nothing to copy) */
 	else if (!into_local && (wr->send_flags & IBV_SEND_INLINE))
-		buf.p = (char *)(uintptr_t)sg->addr; /* inline: no key check, as in the ring */
+		buf.iov_base =
+		    (void *)(uintptr_t)sg->addr; /* inline: no key check, as in the ring */
 	else if (sr_key_resolve(ctx, ctx->arena, sg->lkey, sg->addr, sg->length,
 				into_local ? IBV_ACCESS_LOCAL_WRITE : 0, qp->pd, qp->qpn, false,
-				(void **)&buf.p)) {
+				&buf.iov_base)) {
 		x.status = IBV_WC_LOC_PROT_ERR;
 		r = X_ERR;
 		goto not_done;
@@ -1304,7 +1285,7 @@ int sr_resp_deliver(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t sender
 		    uint32_t src_qpn, const struct sr_send_wqe *w, const void *payload,
 		    uint32_t len, const uint8_t *grh, enum ibv_wc_status *req_status)
 {
-	struct seg src = {(char *)payload, len};
+	struct iovec src = {(void *)payload, len};
 
 	switch (deliver_msg(ctx, w, sender_type, src_qpn, t, len ? &src : NULL, len ? 1 : 0, len,
 			    grh, req_status)) {
@@ -1350,9 +1331,7 @@ int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
 		return -EINVAL;
 	tk->pd = r.pd;
 	sr_shm_lock(r.lock);
-	rw = rq_peek(ctx->arena, &r);
-	if (!rw && rc)
-		rw = rq_wait(ctx->arena, &r);
+	rw = rq_take(ctx->arena, &r, rc);
 	if (!rw) {
 		sr_shm_unlock(r.lock);
 		return -EAGAIN;
@@ -1362,9 +1341,7 @@ int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
 	memcpy(tk->sge, rw + 1, tk->num_sge * sizeof(tk->sge[0]));
 	tk->index = rq_consume(ctx, &r);
 	sr_shm_unlock(r.lock);
-	tk->cap = 0;
-	for (uint32_t i = 0; i < tk->num_sge; i++)
-		tk->cap += tk->sge[i].length;
+	tk->cap = sr_sge_len(tk->sge, tk->num_sge);
 	return 0;
 }
 
@@ -1372,28 +1349,15 @@ enum ibv_wc_status sr_resp_recv_put(struct sr_context *ctx, struct sr_qp_shm *t,
 				    const struct sr_recv_ticket *tk, uint64_t off,
 				    const void *payload, uint32_t len)
 {
-	const char *s = payload;
+	struct iovec dst[SR_MAX_SGE], src = {(void *)payload, len};
+	unsigned nd;
 
 	if (off + len > tk->cap)
 		return IBV_WC_LOC_LEN_ERR;
-	for (uint32_t i = 0; i < tk->num_sge && len; i++) {
-		const struct sr_sge_shm *g = &tk->sge[i];
-		uint64_t n;
-		void *p = NULL;
-
-		if (off >= g->length) {
-			off -= g->length;
-			continue;
-		}
-		n = g->length - off < len ? g->length - off : len;
-		if (sr_key_resolve(ctx, ctx->arena, g->lkey, g->addr + off, n,
-				   IBV_ACCESS_LOCAL_WRITE, tk->pd, t->qpn, false, &p))
-			return IBV_WC_LOC_PROT_ERR;
-		sr_copy(p, s, n);
-		s += n;
-		len -= (uint32_t)n;
-		off = 0;
-	}
+	if (sr_sge_map(ctx, ctx->arena, tk->sge, tk->num_sge, off, len, IBV_ACCESS_LOCAL_WRITE,
+		       tk->pd, t->qpn, dst, &nd))
+		return IBV_WC_LOC_PROT_ERR;
+	copy_segs(dst, nd, &src, 1, len);
 	return IBV_WC_SUCCESS;
 }
 
@@ -1402,48 +1366,30 @@ enum ibv_wc_status sr_resp_recv_finish(struct sr_context *ctx, struct sr_qp_shm 
 				       uint8_t wr_opcode, uint32_t byte_len, uint32_t imm_or_inv,
 				       uint32_t src_qpn, bool solicited, bool grh)
 {
-	enum ibv_wc_opcode op = IBV_WC_RECV;
-	uint32_t flags = grh ? IBV_WC_GRH : 0, imm = 0;
+	struct recv_wc c = recv_wc_of(wr_opcode, imm_or_inv);
+	enum ibv_wc_status req = IBV_WC_SUCCESS;
 	struct rq_ref r;
 
-	if (st == IBV_WC_SUCCESS) {
-		switch (wr_opcode) {
-		case IBV_WR_SEND_WITH_IMM:
-			flags |= IBV_WC_WITH_IMM;
-			imm = imm_or_inv;
-			break;
-		case IBV_WR_RDMA_WRITE_WITH_IMM:
-			flags |= IBV_WC_WITH_IMM;
-			imm = imm_or_inv;
-			op = IBV_WC_RECV_RDMA_WITH_IMM;
-			break;
-		case IBV_WR_SEND_WITH_INV:
-			if (!invalidate_key(ctx, imm_or_inv,
-					    t->type == IBV_QPT_XRC_RECV ? tk->pd : t->pd)) {
-				st = IBV_WC_LOC_PROT_ERR;
-				break;
-			}
-			flags |= IBV_WC_WITH_INV;
-			imm = imm_or_inv;
-			break;
-		default:
-			break;
-		}
-	}
+	if (st == IBV_WC_SUCCESS && wr_opcode == IBV_WR_SEND_WITH_INV &&
+	    !invalidate_key(ctx, imm_or_inv, t->type == IBV_QPT_XRC_RECV ? tk->pd : t->pd))
+		st = IBV_WC_LOC_PROT_ERR, req = recv_fault_status[RECV_BAD_INV].requester;
+	else if (st != IBV_WC_SUCCESS) /* sr_resp_recv_put's */
+		req = recv_fault_status[st == IBV_WC_LOC_LEN_ERR ? RECV_TOO_LONG : RECV_BAD_LKEY]
+			  .requester;
 	if (st != IBV_WC_SUCCESS) {
-		flags = 0;
-		imm = 0;
-		byte_len = 0;
+		c.flags = c.imm = byte_len = 0;
 		solicited = false;
+	} else if (grh) {
+		c.flags |= IBV_WC_GRH;
 	}
 	/* the CQ lock orders this completion after the consumer's earlier ones */
 	if (!rq_of(ctx->arena, t, tk->srqn, &r))
-		return st; /* the SRQ went meanwhile: nowhere to complete */
+		return req; /* the SRQ went meanwhile: nowhere to complete */
 	sr_shm_lock(r.lock);
-	push_recv_cqe(ctx, t, r.cq_off, tk->srqn, NULL, tk->index, tk->wr_id, st, op, byte_len,
-		      flags, imm, src_qpn, solicited, 0);
+	push_recv_cqe(ctx, t, r.cq_off, tk->srqn, NULL, tk->index, tk->wr_id, st, c.op, byte_len,
+		      c.flags, c.imm, src_qpn, solicited, 0);
 	sr_shm_unlock(r.lock);
-	return st;
+	return req;
 }
 
 void sr_resp_to_error(struct sr_context *ctx, struct sr_qp_shm *t)

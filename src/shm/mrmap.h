@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include <softrdma/layout.h>
 
@@ -84,6 +85,56 @@ static inline enum sr_key_result sr_key_resolve(struct sr_context *ctx, void *ar
 		}
 	}
 	return sr_key_resolve_slow(ctx, key, va, len, need, pd, qpn, remote, ptr);
+}
+
+/* The bytes a gather or scatter list holds. */
+static inline uint64_t sr_sge_len(const struct sr_sge_shm *sge, unsigned n)
+{
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		sum += sge[i].length;
+	return sum;
+}
+
+/*
+ * The bytes [off, off + len) of a gather or scatter list (n entries) as
+ * pieces of memory, one per entry the range touches (at most n, into iov;
+ * *niov: how many), each entry's local key checked for `need` (0: a local
+ * read, IBV_ACCESS_LOCAL_WRITE: a scatter) in protection domain pd for QP
+ * qpn.  Only the entries the range touches are checked, as an HCA's DMA
+ * touches only those; a range past the list's end is cut at it (the
+ * caller compares with sr_sge_len first).  The one gather and scatter of
+ * both paths: the same-host executor's, the posting threads' sends and the
+ * engine's requester and responder.
+ */
+static inline enum sr_key_result sr_sge_map(struct sr_context *ctx, void *arena,
+					    const struct sr_sge_shm *sge, unsigned n, uint64_t off,
+					    uint64_t len, uint32_t need, uint32_t pd, uint32_t qpn,
+					    struct iovec *iov, unsigned *niov)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n && len; i++) {
+		enum sr_key_result r;
+		uint64_t take;
+		void *p;
+
+		if (off >= sge[i].length) {
+			off -= sge[i].length;
+			continue;
+		}
+		take = sge[i].length - off < len ? sge[i].length - off : len;
+		r = sr_key_resolve(ctx, arena, sge[i].lkey, sge[i].addr + off, take, need, pd, qpn,
+				   false, &p);
+		if (r)
+			return r;
+		iov[k++] = (struct iovec){p, take};
+		len -= take;
+		off = 0;
+	}
+	*niov = k;
+	return SR_KEY_OK;
 }
 
 /* Reads a consistent copy of a key-table entry; false if key does not match. */

@@ -106,6 +106,16 @@ void sr_sq_flush_locked(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal,
 	atomic_store_explicit(&qp->stalled, SR_STALL_NONE, memory_order_relaxed);
 }
 
+void sr_sq_head_fails(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status status,
+		      sr_signal_fn *signal, void *arg)
+{
+	sr_qp_to_error(qp, signal, arg);
+	if (qp->exec_pos != atomic_load_explicit(&qp->sq.head, memory_order_acquire))
+		sr_sq_complete_head(arena, qp, status, 0, signal, arg);
+	sr_sq_flush_locked(arena, qp, signal, arg);
+	sr_rq_flush(arena, qp, signal, arg);
+}
+
 void sr_hint_owner(void *arena, struct sr_qp_shm *qp)
 {
 	struct sr_cq_shm *cq = sr_arena_ptr(arena, qp->send_cq_off);
@@ -183,12 +193,9 @@ int sr_qp_check_stall(void *arena, struct sr_qp_shm *qp, uint64_t now, int block
 	 * woken by the completion (the daemon runs this too), may query at once
 	 * (it was set after: behaviour test err_peer_killed_waiting found the
 	 * QP still in RTS after taking the RETRY_EXC_ERR completion). */
-	sr_qp_to_error(qp, signal, arg);
-	sr_sq_complete_head(arena, qp,
-			    why == SR_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_RETRY_EXC_ERR,
-			    0, signal, arg);
-	sr_sq_flush_locked(arena, qp, signal, arg);
+	sr_sq_head_fails(arena, qp,
+			 why == SR_STALL_RNR ? IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_RETRY_EXC_ERR,
+			 signal, arg);
 	sr_shm_unlock(&qp->sq_lock);
-	sr_rq_flush(arena, qp, signal, arg);
 	return 1;
 }

@@ -42,6 +42,13 @@ void sr_sq_complete_head(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status s
 			 uint32_t byte_len, sr_signal_fn *signal, void *arg);
 /* Flushes the SQ from exec_pos (caller holds sq_lock). */
 void sr_sq_flush_locked(void *arena, struct sr_qp_shm *qp, sr_signal_fn *signal, void *arg);
+/* The SQ's head WQE failed with `status` (caller holds sq_lock): the QP
+ * goes to ERR, then the head completes with status (if there is one) and
+ * the rest of the SQ and the RQ are flushed.  The state goes first: whoever
+ * sees the error completion (another thread, or the owner when a peer's
+ * process ran this) finds the QP in ERR, as after an HCA's error CQE. */
+void sr_sq_head_fails(void *arena, struct sr_qp_shm *qp, enum ibv_wc_status status,
+		      sr_signal_fn *signal, void *arg);
 /* Tells the owner's poll_cq (retry_stalled) to look at this QP's SQ: a
  * wait to retry or time out, or an owed flush. */
 void sr_hint_owner(void *arena, struct sr_qp_shm *qp);

@@ -70,9 +70,10 @@ int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
 enum ibv_wc_status sr_resp_recv_put(struct sr_context *ctx, struct sr_qp_shm *t,
 				    const struct sr_recv_ticket *tk, uint64_t off,
 				    const void *payload, uint32_t len);
-/* Completes the WQE (status st; on success the opcode's immediate or
- * invalidation applies, which may itself fail: the status pushed is
- * returned). */
+/* Completes the WQE (st: SUCCESS or what sr_resp_recv_put returned; on
+ * success the opcode's immediate or invalidation applies, which may itself
+ * fail).  Returns SUCCESS, or the status the requester completes with
+ * (RC: the NAK's). */
 enum ibv_wc_status sr_resp_recv_finish(struct sr_context *ctx, struct sr_qp_shm *t,
 				       const struct sr_recv_ticket *tk, enum ibv_wc_status st,
 				       uint8_t wr_opcode, uint32_t byte_len, uint32_t imm_or_inv,

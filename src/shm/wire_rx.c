@@ -192,16 +192,13 @@ static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t 
 	struct rx_half *r = (struct rx_half *)((char *)e - offsetof(struct rx_half, e));
 	uint32_t dqpn = sr_bth_dqpn_raw(buf, len);
 	struct sr_pkt p;
-	unsigned times = 1;
 
 	if (dqpn == 1 || dqpn == SR_QPN_MCAST) {
 		r->kick |= sr_eng_rxfwd(e->arena, buf, len, sgid, dgid, sport);
 		return;
 	}
 	/* injected faults, as the engine would apply them (drop, dup, corrupt) */
-	if (sr_eng_tapped(e, SR_FAULT_RX))
-		times = sr_eng_rx_tap(e, buf, len, sgid, dgid, sport);
-	while (times--) {
+	for (unsigned times = sr_eng_rx_copies(e, buf, len, sgid, dgid, sport); times--;) {
 		if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
 			return;
 		sr_eng_rx_unicast(e, &p, sgid, dgid);

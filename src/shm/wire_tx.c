@@ -65,15 +65,6 @@ static bool sendable(const struct sr_send_wqe *w, uint8_t op, uint32_t len, uint
 	return !(w->flags & SR_WQE_FENCE) && len <= (uint64_t)SR_WIRE_DIRECT_PKTS * mtu;
 }
 
-/* The PSNs a message of opcode op and len bytes takes in packets of mtu:
- * as the engine counts them (engine/req.c, npkts_of). */
-static uint32_t npkts(uint8_t op, uint32_t len, uint32_t mtu)
-{
-	if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD)
-		return 1;
-	return len ? (len + mtu - 1) / mtu : 1;
-}
-
 /* A WQE this thread claimed: its length, path MTU and packets read once
  * under the lock (the SQ and the QP's record are the process's memory,
  * which another of its threads could change meanwhile), its first PSN. */
@@ -120,17 +111,8 @@ static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s, const str
 		*n = w->total_len ? 1 : 0;
 		return true;
 	}
-	for (unsigned i = 0; i < w->num_sge && i < SR_MAX_SGE; i++) {
-		void *p = NULL;
-
-		if (!sge[i].length)
-			continue;
-		if (sr_key_resolve(ctx, ctx->arena, sge[i].lkey, sge[i].addr, sge[i].length, 0,
-				   s->pd, s->qpn, false, &p))
-			return false;
-		iov[(*n)++] = (struct iovec){p, sge[i].length};
-	}
-	return true;
+	return !sr_sge_map(ctx, ctx->arena, sge, w->num_sge < SR_MAX_SGE ? w->num_sge : SR_MAX_SGE,
+			   0, w->total_len, 0, s->pd, s->qpn, iov, n);
 }
 
 /* This thread's batch sender for a message's packets and an ACK (udp.h:
@@ -242,7 +224,7 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c
 			c->op = __atomic_load_n(&c->w->opcode, __ATOMIC_RELAXED);
 			c->len = __atomic_load_n(&c->w->total_len, __ATOMIC_RELAXED);
 			c->mtu = sr_mtu_bytes(__atomic_load_n(&s->path_mtu, __ATOMIC_RELAXED));
-			c->np = npkts(c->op, c->len, c->mtu);
+			c->np = sr_wr_npkts(c->op, c->len, c->mtu);
 			c->va = __atomic_load_n(&c->w->remote_addr, __ATOMIC_RELAXED);
 			c->rkey = __atomic_load_n(&c->w->rkey, __ATOMIC_RELAXED);
 			c->swap = __atomic_load_n(&c->w->swap, __ATOMIC_RELAXED);

@@ -272,6 +272,23 @@ static inline void sr_deth_put(uint8_t *p, uint32_t qkey, uint32_t src_qpn)
 	sr_put_be32(p + 4, src_qpn & SR_QPN_MASK);
 }
 
+/*
+ * A UD SEND_ONLY's headers at p (SR_UD_MAX_HDR_LEN bytes at most): BTH
+ * (pad count 0: the payload follows unpadded, the caller pads), DETH and,
+ * when imm, ImmDt (imm_be in wire order).  Returns their length.
+ */
+static inline unsigned sr_ud_hdr_put(uint8_t *p, bool imm, bool se, uint16_t pkey, uint32_t dqpn,
+				     uint32_t psn, uint32_t qkey, uint32_t src_qpn, uint32_t imm_be)
+{
+	sr_bth_put(p, SR_TR_UD | (imm ? SR_IB_SEND_ONLY_IMM : SR_IB_SEND_ONLY), se, 0, pkey, dqpn,
+		   false, psn);
+	sr_deth_put(p + SR_BTH_LEN, qkey, src_qpn);
+	if (!imm)
+		return SR_BTH_LEN + SR_DETH_LEN;
+	memcpy(p + SR_BTH_LEN + SR_DETH_LEN, &imm_be, SR_IMMDT_LEN);
+	return SR_UD_MAX_HDR_LEN;
+}
+
 /* ---- a parsed packet ---- */
 
 /*

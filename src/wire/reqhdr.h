@@ -72,6 +72,18 @@ static inline bool sr_wr_rd_atomic(uint8_t wr_op)
 	       wr_op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
+/* The PSNs a message of work request opcode wr_op and len bytes takes in
+ * packets of mtu bytes (IBTA 9.7.1): an atomic one, a READ one per
+ * response packet, a SEND or WRITE one per packet (one if empty).  The
+ * engine's requester, a posting thread that sends and the responder
+ * count them alike. */
+static inline uint32_t sr_wr_npkts(uint8_t wr_op, uint64_t len, uint32_t mtu)
+{
+	if (wr_op == IBV_WR_ATOMIC_CMP_AND_SWP || wr_op == IBV_WR_ATOMIC_FETCH_AND_ADD)
+		return 1;
+	return len ? (uint32_t)((len + mtu - 1) / mtu) : 1;
+}
+
 /* A READ request for len bytes at va, or an atomic at va (CmpSwap: swap,
  * then compare, as 9.5 orders them; FetchAdd: the addend), at h: its
  * opcode (with the transport bits tr) into *op; returns the header's
