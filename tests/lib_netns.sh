@@ -13,7 +13,9 @@
 #                              installs nn_cleanup as the EXIT trap;
 #                              NN_NO_DAEMON=1: namespaces only, no daemons
 #                              (bench/link.sh); NN_DAEMON_LOG=F: the daemons'
-#                              stderr goes to F.a and F.b
+#                              stderr goes to F.a and F.b; NN_DAEMON_LOG_DIR=D:
+#                              to D/nn-daemon-<pid>.a and .b (kept);
+#                              NN_DAEMON_LOG_LEVEL=N: the daemons' SOFTRDMA_LOG
 #   on_a CMD... / on_b CMD...  run CMD in host a / b with the environment of
 #                              that host's daemon (LD_LIBRARY_PATH=build/lib,
 #                              SOFTRDMA_SOCKET, SOFTRDMA_NO_SPAWN=1)
@@ -86,7 +88,9 @@ nn_setup() {
 	NN_MTU=${2:-1500}
 	NN_SR=$NN_BUILD/bin/softrdma
 	NN_SAN=$(sed -n 's/^SOFTRDMA_SANITIZE:[A-Z]*=//p' "$NN_BUILD/CMakeCache.txt" 2>/dev/null)
-	if [ -n "$NN_SAN" ] && [ -z "${NN_DAEMON_LOG:-}" ]; then
+	if [ -n "${NN_DAEMON_LOG_DIR:-}" ] && [ -z "${NN_DAEMON_LOG:-}" ]; then
+		NN_DAEMON_LOG=$NN_DAEMON_LOG_DIR/nn-daemon-$$
+	elif [ -n "$NN_SAN" ] && [ -z "${NN_DAEMON_LOG:-}" ]; then
 		NN_DAEMON_LOG=$(mktemp -u /tmp/nn-daemon-$$.XXXXXX)
 		NN_DAEMON_LOG_TMP=1
 	fi
@@ -154,7 +158,8 @@ nn_start_daemon() {
 	local h=$1
 	nn_cmd "$h" || return 1
 	if [ -n "${NN_DAEMON_LOG:-}" ]; then
-		"${NN_CMD[@]}" "$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null 2>"$NN_DAEMON_LOG.$h" &
+		"${NN_CMD[@]}" env ${NN_DAEMON_LOG_LEVEL:+SOFTRDMA_LOG=$NN_DAEMON_LOG_LEVEL} \
+			"$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null 2>"$NN_DAEMON_LOG.$h" &
 	else
 		"${NN_CMD[@]}" "$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null &
 	fi

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/env.h"
+#include "core/log.h"
 #include "core/procstat.h"
 #include "core/shmlock.h"
 #include "engine/doorbell.h"
@@ -396,6 +397,27 @@ bool sr_eng_rx_parse(struct sr_engine *e, const uint8_t *buf, uint32_t len, cons
 	return true;
 }
 
+/* Notes what the QPN table's slot of a QPN held when a packet for it found
+ * no QP there: none, or another QP (status: unknown_qpn, unknown_slot);
+ * logged once per QPN (info). */
+static void unknown_qpn(struct sr_engine *e, uint32_t qpn)
+{
+	const struct sr_qpn_slot *slot = &sr_arena_qptab(e->arena)[sr_qpn_index(qpn) % SR_MAX_QPS];
+	uint64_t off = atomic_load_explicit(&slot->obj_off, memory_order_acquire);
+	const struct sr_qp_shm *q = sr_arena_ptr(e->arena, off);
+	uint32_t there = q ? q->qpn : 0;
+
+	if (qpn == atomic_load_explicit(&e->unknown_qpn, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&e->unknown_qpn, qpn, memory_order_relaxed);
+	atomic_store_explicit(&e->unknown_slot, there, memory_order_relaxed);
+	if (q)
+		sr_info("a packet for QPN 0x%06x: its slot holds QPN 0x%06x (state %u)", qpn, there,
+			atomic_load_explicit(&q->state, memory_order_relaxed));
+	else
+		sr_info("a packet for QPN 0x%06x: no QP in its slot", qpn);
+}
+
 void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
 		       const uint8_t *dgid)
 {
@@ -408,7 +430,12 @@ void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_
 			return;
 		}
 		/* the QP is there but its process has exited, or there is none */
-		drop(e, sr_exec_qp_lookup(e->ctx, p->bth.dqpn) ? SR_DROP_GONE : SR_DROP_QPN);
+		if (sr_exec_qp_lookup(e->ctx, p->bth.dqpn)) {
+			drop(e, SR_DROP_GONE);
+		} else {
+			drop(e, SR_DROP_QPN);
+			unknown_qpn(e, p->bth.dqpn);
+		}
 		sr_eng_resp_gone(e, p, sgid, dgid);
 		return;
 	}

@@ -708,6 +708,11 @@ void sr_engine_status(char *buf, size_t len)
 		n += (size_t)snprintf(
 		    buf + n, len - n, " ud_queue_full %llu",
 		    (unsigned long long)atomic_load_explicit(&h->udtx_full, memory_order_relaxed));
+	if (n < len)
+		n += (size_t)snprintf(
+		    buf + n, len - n, " unknown_qpn 0x%06x unknown_slot 0x%06x",
+		    atomic_load_explicit(&e->unknown_qpn, memory_order_relaxed),
+		    atomic_load_explicit(&e->unknown_slot, memory_order_relaxed));
 	for (int i = 1; i < SR_DROP_MAX && n < len; i++)
 		n += (size_t)snprintf(
 		    buf + n, len - n, " drop_%s %llu", sr_drop_name[i],

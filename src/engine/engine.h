@@ -318,6 +318,9 @@ struct sr_engine {
 	/* app: the datagram it just read is for no QP (its caller hands it
 	 * to the engine) */
 	bool app_unknown;
+	/* the last QPN a packet came for that had no QP, and the QPN its
+	 * slot held then (0: none) (core.c, unknown_qpn; status) */
+	_Atomic uint32_t unknown_qpn, unknown_slot;
 	/* the batch being read filled a receive socket past the mark:
 	 * its requesters get CNPs (core.c sr_eng_rx_read, resp.c) */
 	bool congested;

@@ -54,10 +54,12 @@ for p in c1 c2 s1 s2; do
 	grep -q "all checks passed" "$log/$p" || { echo "FAIL: $p's checks"; ok=0; }
 done
 # on a failure, what each host's receive path counted (drop_qpn: no such QP;
-# drop_gone: its process's life reads dead; tests/intermittent.txt)
+# drop_gone: its process's life reads dead; unknown_qpn: the last QPN with
+# no QP, unknown_slot: the QPN its table slot held then; tests/intermittent.txt)
 [ $ok = 1 ] || for h in a b; do
 	echo "host $h: $(on_host $h "$NN_SR" status | grep 'roce v2' |
-		grep -oE ' (drop_[a-z-]+|retransmits|rx_[a-z_]+) [1-9][0-9]*' | tr -d '\n')"
+		grep -oE ' (drop_[a-z-]+|retransmits|rx_[a-z_]+) [1-9][0-9]*| unknown_[a-z]+ 0x[0-9a-f]+' |
+		tr -d '\n')"
 done
 v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x rx_by_member | tail -1)
 echo "host b: rx_by_member $v"
