@@ -29,6 +29,32 @@ struct sr_freelist {
 static struct sr_freelist sr_free[SR_HEAP_CLASSES];
 static uint64_t sr_heap_bump, sr_heap_end, sr_heap_inuse;
 
+/* A bit per 256-byte unit, set at the first unit of each chunk handed out:
+ * a chunk freed twice (a daemon bug) would be handed out twice, to two
+ * objects at once, so the second free is refused, logged and leaked. */
+static uint64_t *sr_heap_live;
+
+static bool live_flip(uint64_t off, bool to)
+{
+	uint64_t u = off >> SR_HEAP_MIN_SHIFT, bit = 1ull << (u % 64);
+	bool was = sr_heap_live[u / 64] & bit;
+
+	if (was == to)
+		return false;
+	sr_heap_live[u / 64] ^= bit;
+	return true;
+}
+
+/* Marks the chunk at off free; false (logged) if it was not in use. */
+static bool retire(uint64_t off, uint64_t size, const char *how)
+{
+	if (live_flip(off, false))
+		return true;
+	sr_err("heap: chunk %#llx (%llu bytes) %s while not in use: kept out of use",
+	       (unsigned long long)off, (unsigned long long)size, how);
+	return false;
+}
+
 static unsigned size_class(uint64_t size)
 {
 	unsigned c = 0;
@@ -52,6 +78,9 @@ int sr_heap_init(struct sr_daemon *d, uint64_t size)
 	if (d->arena == MAP_FAILED)
 		return -errno;
 	d->arena_size = size;
+	sr_heap_live = calloc((size >> SR_HEAP_MIN_SHIFT) / 64 + 1, sizeof(uint64_t));
+	if (!sr_heap_live)
+		return -ENOMEM;
 
 	h = d->arena;
 	h->magic = SR_ARENA_MAGIC;
@@ -115,6 +144,7 @@ uint64_t sr_heap_alloc(struct sr_daemon *d, uint64_t size, uint64_t *got)
 			return 0;
 		sr_heap_bump = off + csize;
 	}
+	live_flip(off, true);
 	sr_heap_inuse += csize;
 	if (got)
 		*got = csize;
@@ -145,7 +175,7 @@ static void release(struct sr_daemon *d, uint64_t off, uint64_t size)
 
 void sr_heap_free(struct sr_daemon *d, uint64_t off, uint64_t size)
 {
-	if (!off)
+	if (!off || !retire(off, size, "freed"))
 		return;
 	sr_heap_inuse -= 1ull << (size_class(size) + SR_HEAP_MIN_SHIFT);
 	release(d, off, size);
@@ -178,7 +208,7 @@ void sr_heap_free_later(struct sr_daemon *d, uint64_t off, uint64_t size)
 	struct sr_arena_hdr *h = d->arena;
 	uint64_t e;
 
-	if (!off)
+	if (!off || !retire(off, size, "retired"))
 		return;
 	e = atomic_load_explicit(&h->epoch, memory_order_relaxed) + 1;
 	atomic_store_explicit(&h->epoch, e, memory_order_release);
@@ -307,6 +337,8 @@ void sr_heap_fini(struct sr_daemon *d)
 		free(sr_free[c].offs);
 		sr_free[c] = (struct sr_freelist){0};
 	}
+	free(sr_heap_live);
+	sr_heap_live = NULL;
 	munmap(d->arena, d->arena_size);
 	close(d->arena_fd);
 }
