@@ -346,6 +346,22 @@ static void add_new(const _Atomic uint64_t *v, uint64_t *shown, _Atomic uint64_t
 	}
 }
 
+int sr_eng_init(struct sr_engine *e, struct sr_context *ctx, void *arena, bool app, bool slots)
+{
+	memset(e, 0, sizeof(*e));
+	e->ctx = ctx;
+	e->arena = arena;
+	e->app = app;
+	e->rx_sock = e->db_fd = e->ep_fd = -1;
+	for (int i = 0; i < SR_ENG_SOCKS; i++)
+		e->socks[i] = -1; /* what it sends before it has one goes nowhere (EBADF) */
+	/* ACKs may go with requests (resp.c ack_defer) */
+	e->dack_ns = sr_eng_dack_ns();
+	if (slots && !(e->slots = calloc(SR_MAX_QPS, sizeof(*e->slots))))
+		return -ENOMEM;
+	return 0;
+}
+
 void sr_eng_counts_publish(const struct sr_engine *e, uint64_t *shown_cnt, uint64_t *shown_drops)
 {
 	struct sr_arena_hdr *h = e->arena;

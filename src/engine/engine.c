@@ -709,10 +709,9 @@ void sr_engine_status(char *buf, size_t len)
 		    buf + n, len - n, " ud_queue_full %llu",
 		    (unsigned long long)atomic_load_explicit(&h->udtx_full, memory_order_relaxed));
 	if (n < len)
-		n += (size_t)snprintf(
-		    buf + n, len - n, " unknown_qpn 0x%06x unknown_slot 0x%06x",
-		    atomic_load_explicit(&e->unknown_qpn, memory_order_relaxed),
-		    atomic_load_explicit(&e->unknown_slot, memory_order_relaxed));
+		n += (size_t)snprintf(buf + n, len - n, " unknown_qpn 0x%06x unknown_slot 0x%06x",
+				      atomic_load_explicit(&e->unknown_qpn, memory_order_relaxed),
+				      atomic_load_explicit(&e->unknown_slot, memory_order_relaxed));
 	for (int i = 1; i < SR_DROP_MAX && n < len; i++)
 		n += (size_t)snprintf(
 		    buf + n, len - n, " drop_%s %llu", sr_drop_name[i],
@@ -827,14 +826,13 @@ int sr_engine_start(int sock)
 
 	if (!sr_env_on("SOFTRDMA_ROCE", &roce))
 		return -ENOTSUP;
-	e = calloc(1, sizeof(*e));
+	e = malloc(sizeof(*e));
 	rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
-	if (!e || !rx_slots)
+	if (!e || !rx_slots || sr_eng_init(e, NULL, NULL, false, true))
 		return -ENOMEM;
-	e->slots = calloc(SR_MAX_QPS, sizeof(*e->slots));
 	e->db_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	e->ep_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (!e->slots || e->db_fd < 0 || e->ep_fd < 0)
+	if (e->db_fd < 0 || e->ep_fd < 0)
 		return -ENOMEM;
 	engine_db_fd = e->db_fd;
 	/* bound now: the daemon gives processes members before the thread runs */
@@ -848,7 +846,6 @@ int sr_engine_start(int sock)
 	if (ret)
 		return ret;
 	e->rx_sock = sock;
-	e->dack_ns = sr_eng_dack_ns();
 	e->taps = &sr_eng_fault_taps;
 	ret = pthread_create(&engine_thread, NULL, engine_start_thread, e);
 	if (ret)
@@ -859,22 +856,17 @@ int sr_engine_start(int sock)
 
 struct sr_engine *sr_engine_attach(int sock)
 {
-	struct sr_engine *e = calloc(1, sizeof(*e));
+	struct sr_engine *e = malloc(sizeof(*e));
 
 	if (!e)
 		return NULL;
 	if (!rx_slots)
 		rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
-	e->slots = calloc(SR_MAX_QPS, sizeof(*e->slots));
-	if (!rx_slots || !e->slots || context_open(e, sock)) {
+	if (sr_eng_init(e, NULL, NULL, false, true) || !rx_slots || context_open(e, sock)) {
 		free(e->slots);
 		free(e);
 		return NULL;
 	}
-	e->rx_sock = e->db_fd = e->ep_fd = -1;
-	for (int i = 0; i < SR_ENG_SOCKS; i++)
-		e->socks[i] = -1; /* whatever it sends goes nowhere (EBADF) */
-	e->dack_ns = sr_eng_dack_ns();
 	e->taps = &sr_eng_fault_taps;
 	e->now = sr_eng_clock();
 	return e;

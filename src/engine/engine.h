@@ -479,6 +479,13 @@ int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsign
  * caller then wakes the engine. */
 bool sr_eng_rxfwd(void *arena, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
 		  const uint8_t *dgid, uint16_t sport);
+/* Makes e an engine on arena (ctx: the context whose executor it runs;
+ * NULL for none), with no sockets or taps yet (the caller sets what it
+ * uses) and, with slots, its records of the QPs it touches.  app: a thread
+ * of a process or the daemon's QP1 reader, not the engine thread.  The
+ * one constructor of the engine thread's, a receive half's, the GSI
+ * reader's and a test's engine.  0 or -ENOMEM. */
+int sr_eng_init(struct sr_engine *e, struct sr_context *ctx, void *arena, bool app, bool slots);
 /* What another thread's engine e counted since *shown_cnt, *shown_drops
  * (its last call), into the host's counters (`softrdma status`). */
 void sr_eng_counts_publish(const struct sr_engine *e, uint64_t *shown_cnt, uint64_t *shown_drops);

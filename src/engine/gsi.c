@@ -255,9 +255,7 @@ void sr_engine_gsi_attach(void *arena)
 {
 	if (!direct || direct->e.arena)
 		return;
-	direct->e.app = true;
-	direct->e.arena = arena;
-	direct->e.rx_sock = direct->e.db_fd = direct->e.ep_fd = -1;
+	sr_eng_init(&direct->e, NULL, arena, true, false);
 	direct->tx_sock = sr_udp_socket(0, &direct->tx_sport);
 	if (direct->tx_sock < 0)
 		direct->tx_sock = -1;

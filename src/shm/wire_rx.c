@@ -133,19 +133,12 @@ static struct rx_half *half(struct sr_context *ctx)
 		return NULL;
 	/* its first use, or another context (a second ibv_open_device) */
 	half_fini(r);
-	memset(&r->e, 0, sizeof(r->e));
 	memset(r->shown_cnt, 0, sizeof(r->shown_cnt));
 	memset(r->shown_drops, 0, sizeof(r->shown_drops));
 	r->poll_noted = 0;
 	r->ctx = NULL;
-	r->e.slots = calloc(SR_MAX_QPS, sizeof(*r->e.slots));
-	if (!r->e.slots)
+	if (sr_eng_init(&r->e, ctx, ctx->arena, true, true))
 		return NULL;
-	r->e.app = true;
-	r->e.ctx = ctx;
-	r->e.arena = ctx->arena;
-	r->e.rx_sock = r->e.db_fd = r->e.ep_fd = -1;
-	r->e.dack_ns = sr_eng_dack_ns(); /* its ACKs may go with requests (resp.c ack_defer) */
 	for (int i = 0; i < SR_ENG_SOCKS; i++) {
 		r->e.socks[i] = sock;
 		r->e.sports[i] = sport;
