@@ -126,7 +126,7 @@ void sr_client_drop_silent_foreign(struct sr_daemon *d)
 	for (; c; c = next) {
 		next = c->next;
 		if (c->foreign && now - c->since_ms > SR_FOREIGN_WAIT_MS)
-			sr_client_drop(d, c);
+			sr_client_drop(d, c, "another user's, silent");
 	}
 }
 
@@ -193,7 +193,7 @@ int sr_client_flush(struct sr_daemon *d, struct sr_client *c)
 		if (ret == -EAGAIN)
 			return 0;
 		if (ret) {
-			sr_client_drop(d, c);
+			sr_client_drop(d, c, strerror(-ret));
 			return -1;
 		}
 		c->out = r->next;
@@ -202,9 +202,16 @@ int sr_client_flush(struct sr_daemon *d, struct sr_client *c)
 	return 0;
 }
 
-void sr_client_drop(struct sr_daemon *d, struct sr_client *c)
+void sr_client_drop(struct sr_daemon *d, struct sr_client *c, const char *why)
 {
 	struct sr_client **pp;
+
+	/* why a process's objects go: its connection's end is the only sign
+	 * of its exit the daemon trusts (a live one dropped would find its
+	 * QPs gone, every packet for them counted drop_qpn) */
+	if (c->id)
+		sr_info("client %u (pid %d, %s): connection dropped: %s", c->id, (int)c->pid,
+			c->comm, why);
 
 	while (c->out) {
 		struct sr_reply *r = c->out;
@@ -235,7 +242,7 @@ int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, 
 	if (n <= 0) {
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
-		sr_client_drop(d, c);
+		sr_client_drop(d, c, n ? strerror((int)-n) : "closed");
 		return -1;
 	}
 	/* a foreign client's record, whatever it is, is answered with the
@@ -249,7 +256,7 @@ int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, 
 			close(fds[i]);
 		sr_client_send(c, &rep, sizeof(rep), NULL, 0);
 		if (c->broken) {
-			sr_client_drop(d, c);
+			sr_client_drop(d, c, "a reply could not be queued");
 			return -1;
 		}
 		return 0;
@@ -267,7 +274,7 @@ int sr_client_record(struct sr_daemon *d, struct sr_client *c, const void *buf, 
 			c->broken = true; /* it would wait for a reply forever */
 	}
 	if (c->broken || c->refused) {
-		sr_client_drop(d, c);
+		sr_client_drop(d, c, c->refused ? "refused" : "a reply could not be queued");
 		return -1;
 	}
 	return 0;
@@ -280,7 +287,7 @@ int sr_client_retry(struct sr_daemon *d, struct sr_client *c)
 	free(c->deferred);
 	c->deferred = NULL;
 	if (c->broken) {
-		sr_client_drop(d, c);
+		sr_client_drop(d, c, "a reply could not be queued");
 		return -1;
 	}
 	return 0;

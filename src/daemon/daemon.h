@@ -227,7 +227,7 @@ bool sr_client_capable(const struct sr_client *c, int cap);
 /* Drops foreign connections that sent no request for SR_FOREIGN_WAIT_MS. */
 void sr_client_drop_silent_foreign(struct sr_daemon *d);
 /* Reclaims everything the client holds, closes its socket, frees it. */
-void sr_client_drop(struct sr_daemon *d, struct sr_client *c);
+void sr_client_drop(struct sr_daemon *d, struct sr_client *c, const char *why);
 /* Receives one record from the client's socket and dispatches it. */
 int sr_client_serve(struct sr_daemon *d, struct sr_client *c);
 /* Sends a reply record without ever blocking: what the socket has no room

@@ -268,7 +268,7 @@ int main(int argc, char **argv)
 				if (!who[i]->out && !who[i]->deferred)
 					sr_client_serve(&d, who[i]);
 				else if (pfd[i].revents & (POLLHUP | POLLERR))
-					sr_client_drop(&d, who[i]);
+					sr_client_drop(&d, who[i], "hung up");
 				else if (who[i]->out)
 					sr_client_flush(&d, who[i]);
 			}
@@ -314,7 +314,7 @@ int main(int argc, char **argv)
 			shutdown(c->sock, SHUT_RDWR);
 	sr_engine_stop();
 	while (d.clients)
-		sr_client_drop(&d, d.clients);
+		sr_client_drop(&d, d.clients, "the daemon stops");
 	close(d.listen_fd);
 	sr_cm_fini(&d);
 	sr_objects_fini(&d);

@@ -108,8 +108,11 @@ pp() {
 	pp_crc=$?
 	wait "$spid"
 	pp_src=$?
-	sed 's/^/[client] /' "$tmp/cli" | tail -3
-	sed 's/^/[server] /' "$tmp/srv" | tail -3
+	# all of a failed run's output (its QPNs: status's unknown_qpn), else the end
+	local keep=3
+	[ "$pp_crc$pp_src" = 00 ] || keep=40
+	sed 's/^/[client] /' "$tmp/cli" | tail -$keep
+	sed 's/^/[server] /' "$tmp/srv" | tail -$keep
 }
 
 mode_rules() {
