@@ -704,12 +704,13 @@ static void qp_note_gone(struct sr_daemon *d, struct sr_qp_shm *qp, uint64_t eng
 		sched_yield();
 	}
 	ok = q->qpn == qp->qpn &&
-	     q->gen == atomic_load_explicit(&qp->wire_gen, memory_order_acquire) && q->resp_init;
+	     q->gen == atomic_load_explicit(&qp->wire_gen, memory_order_acquire) &&
+	     q->resp.resp_init;
 	if (ok) {
 		g.qpn = qp->qpn;
 		g.dest_qpn = qp->dest_qpn;
-		g.psn = sr_psn_add(q->epsn, SR_PSN_MASK);
-		g.msn = q->msn;
+		g.psn = sr_psn_add(q->resp.epsn, SR_PSN_MASK);
+		g.msn = q->resp.msn;
 		memcpy(g.sgid, qp->sgid, 16);
 		memcpy(g.dgid, qp->dgid, 16);
 	}

@@ -81,7 +81,7 @@ void sr_eng_state_fresh(const struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_
 		q->qpn = qp->qpn;
 		q->gen = gen;
 		q->swqe_cnt = cnt;
-		q->cur_op = 0xff;
+		q->resp.cur_op = 0xff;
 	}
 }
 
@@ -131,7 +131,7 @@ void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q)
 	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
 
 	if (!e->app) /* the receive half asks the engine if it must look sooner */
-		q->eng_due = q->deadline;
+		q->grant.eng_due = q->comp.deadline;
 	if (s->active)
 		return;
 	s->active = true;

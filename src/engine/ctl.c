@@ -221,18 +221,19 @@ static void snap(struct sr_engine *e, struct sr_eng_snap *s)
 		o->dest_qpn = qp->dest_qpn;
 		o->type = qp->type;
 		o->state = atomic_load_explicit(&qp->state, memory_order_acquire);
-		o->req_init = q->req_init;
-		o->resp_init = q->resp_init;
-		o->rnr_wait = q->rnr_wait;
-		o->timer = q->deadline != 0;
-		o->npsn = q->npsn;
-		o->una = q->una;
-		o->epsn = q->epsn;
-		o->msn = q->msn;
-		o->outstanding = q->req_init ? q->spos - qp->exec_pos + (q->soff ? 1 : 0) : 0;
-		o->rd_out = q->rd_out;
-		o->retry_left = q->retry_left;
-		o->rnr_left = q->rnr_left;
+		o->req_init = q->req.req_init;
+		o->resp_init = q->resp.resp_init;
+		o->rnr_wait = q->comp.rnr_wait;
+		o->timer = q->comp.deadline != 0;
+		o->npsn = q->req.npsn;
+		o->una = q->comp.una;
+		o->epsn = q->resp.epsn;
+		o->msn = q->resp.msn;
+		o->outstanding =
+		    q->req.req_init ? q->req.spos - qp->exec_pos + (q->req.soff ? 1 : 0) : 0;
+		o->rd_out = q->comp.rd_out;
+		o->retry_left = q->comp.retry_left;
+		o->rnr_left = q->comp.rnr_left;
 		sr_shm_unlock(&qp->wtx_lock);
 		o->retrans = vis_get(e, sl->qpn, sl->gen);
 	}

@@ -429,8 +429,8 @@ static uint64_t deadline_of(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 	uint64_t d;
 
 	sr_shm_lock(&qp->wtx_lock);
-	d = q->deadline;
-	q->eng_due = d;
+	d = q->comp.deadline;
+	q->grant.eng_due = d;
 	sr_shm_unlock(&qp->wtx_lock);
 	return d;
 }

@@ -154,97 +154,115 @@ struct sr_eng_qp {
 	uint32_t qpn;
 	uint32_t gen;	   /* sr_qp_shm.wire_gen this state belongs to */
 	uint32_t swqe_cnt; /* entries of swqe[] (the SQ's slots) */
-	/* until PSN direct_end is acknowledged nothing new goes after a
-	 * packet a posting thread sent: it left through another socket and
-	 * maybe another CPU's backlog, and a packet of ours sent right after
-	 * could arrive first (a sequence NAK, a retransmission) */
-	bool direct_wait;
-	uint32_t direct_end;
-	uint64_t direct_at; /* a posting thread or the engine last moved it */
-	/* a stream, not a ping-pong, was held up behind one: no grants until
-	 * then (the engine batches a stream better than one packet per call) */
-	uint64_t direct_quiet_until;
-	/* a posting thread last sent one of its WQEs (absorbed then) */
-	uint64_t direct_sent_at;
-	/* what the engine thread does about this QP, for a receive half that
-	 * ran the code meanwhile (shm/wire_rx.c) to tell whether it must ring
-	 * the doorbell: the timer the engine will look at (0: none), whether
-	 * it holds a grant for posting threads; and the requester has
-	 * something to send, which only the engine sends */
-	uint64_t eng_due;
-	bool eng_granted;
-	bool run_wanted;
-	/* this turn's first request took the ACK handed to the QP's next
-	 * request (req.c, send_one) */
-	bool dack_looked;
-	/* the engine's requests of this QP are out once the arena's
-	 * eng_tx_flushed reaches this (req.c, app_sends) */
-	uint64_t eng_tx_seq;
 
-	/* requester */
-	bool req_init;
-	uint32_t spos;	    /* SQ index of the WQE being sent */
-	uint64_t soff;	    /* bytes of it already sent */
-	uint32_t npsn;	    /* next PSN to send */
-	uint32_t una;	    /* oldest PSN not acknowledged */
-	uint32_t hpsn;	    /* the furthest PSN sent + 1 (before a rewind) */
-	uint32_t hspos;	    /* SQ index after the furthest WQE started */
-	uint32_t rd_out;    /* READs and atomics outstanding */
-	uint32_t since_ack; /* packets sent since the last AckReq */
-	uint32_t win;	    /* unacknowledged packets it may have now (req.c, acked_to) */
-	uint32_t clean;	    /* PSNs acknowledged since its last loss or window step */
-	uint64_t deadline;  /* next timer: probe, timeout or RNR wait end, ns; 0: none */
-	uint64_t rto_at;    /* the local ACK timeout expires (0: infinite) */
-	uint64_t probe_ns;  /* the current probe interval */
-	bool rnr_wait;
-	bool recovering;   /* after a sequence NAK, until progress */
-	bool regap;	   /* rewound since the last progress: answers after the
-			    * oldest unanswered one may be stale, no new gap */
-	uint32_t rec_psn;  /* the packet last resent alone (req.c, resend_alone) */
-	bool rec_on;	   /* ... and sending goes on past it meanwhile (rec_span) */
-	uint32_t rec_mark; /* the furthest PSN sent + 1 when the NAK came */
-	uint64_t rec_at;   /* when it went (ns) */
-	uint64_t rec_due;  /* it goes again then, unless acknowledged (0: no) */
-	uint64_t rec_rtt;  /* resend to its ACK, smoothed (ns; 0: none seen) */
-	uint8_t retry_left, rnr_left;
-	struct sr_rate rate; /* UC: its sending rate after CNPs (rate.h) */
+	/* the requester: what it sends next (req.c) */
+	struct sr_eng_req {
+		bool req_init;
+		uint32_t spos;	     /* SQ index of the WQE being sent */
+		uint64_t soff;	     /* bytes of it already sent */
+		uint32_t npsn;	     /* next PSN to send */
+		uint32_t hpsn;	     /* the furthest PSN sent + 1 (before a rewind) */
+		uint32_t hspos;	     /* SQ index after the furthest WQE started */
+		uint32_t since_ack;  /* packets sent since the last AckReq */
+		uint32_t win;	     /* unacknowledged packets it may have now (req.c, acked_to) */
+		struct sr_rate rate; /* UC: its sending rate after CNPs (rate.h) */
+		/* this turn's first request took the ACK handed to the QP's
+		 * next request (req.c, send_one) */
+		bool dack_looked;
+	} req;
 
-	/* responder */
-	bool resp_init;
-	uint32_t epsn;	  /* expected PSN */
-	uint32_t msn;	  /* messages completed */
-	bool nak_sent;	  /* a sequence-error NAK for epsn is out */
-	bool ack_due;	  /* an ACK is owed for epsn - 1 */
-	bool ack_send;	  /* ... for a SEND (not a WRITE) */
-	uint8_t cur_op;	  /* message in progress: its first opcode's operation, or 0xff */
-	uint64_t cur_off; /* bytes of it placed */
-	uint64_t wr_va;	  /* WRITE: target address of the next byte */
-	uint32_t wr_rkey, wr_left;
-	uint32_t wr_srqn; /* XRC: the SRQ the WRITE named (its PD checks the key) */
-	uint64_t cnp_at;  /* its last CNP went then (ns) */
-	bool have_ticket;
-	struct sr_recv_ticket ticket;
-	struct {
-		uint32_t psn;
-		uint64_t orig;
-		bool valid;
-	} replay[SR_ENG_REPLAY];
-	uint32_t replay_next;
-	/* WRITE packets placed ahead of a gap, by PSN % SR_ENG_OOO */
-	uint32_t ooo_n;
-	uint64_t ooo[SR_ENG_OOO / 64];
-	/* WRITEs that began past the gap, one right after another from the
-	 * end of the one in progress: what their RETHs said, until the
-	 * in-order walk reaches their FIRST (resp.c, place_ahead) */
-	uint32_t ahead_n;
-	struct sr_eng_ahead {
-		uint32_t psn; /* its FIRST or ONLY */
-		uint32_t len; /* the RETH's DMA length */
-		uint64_t va;
-		uint32_t rkey;
-		uint32_t srqn;
-		uint8_t op; /* the FIRST's (or ONLY's) opcode */
-	} ahead[SR_ENG_AHEAD];
+	/* the completer: acknowledgements, timers and loss recovery (req.c,
+	 * sr_eng_comp_rx, sr_eng_req_timer) */
+	struct sr_eng_comp {
+		uint32_t una;	   /* oldest PSN not acknowledged */
+		uint32_t rd_out;   /* READs and atomics outstanding */
+		uint32_t clean;	   /* PSNs acknowledged since its last loss or window step */
+		uint64_t deadline; /* next timer: probe, timeout or RNR wait end, ns; 0: none */
+		uint64_t rto_at;   /* the local ACK timeout expires (0: infinite) */
+		uint64_t probe_ns; /* the current probe interval */
+		bool rnr_wait;
+		bool recovering;   /* after a sequence NAK, until progress */
+		bool regap;	   /* rewound since the last progress: answers after the
+				    * oldest unanswered one may be stale, no new gap */
+		uint32_t rec_psn;  /* the packet last resent alone (req.c, resend_alone) */
+		bool rec_on;	   /* ... and sending goes on past it meanwhile (rec_span) */
+		uint32_t rec_mark; /* the furthest PSN sent + 1 when the NAK came */
+		uint64_t rec_at;   /* when it went (ns) */
+		uint64_t rec_due;  /* it goes again then, unless acknowledged (0: no) */
+		uint64_t rec_rtt;  /* resend to its ACK, smoothed (ns; 0: none seen) */
+		uint8_t retry_left, rnr_left;
+	} comp;
+
+	/* the responder (resp.c) */
+	struct sr_eng_resp {
+		bool resp_init;
+		uint32_t epsn;	  /* expected PSN */
+		uint32_t msn;	  /* messages completed */
+		bool nak_sent;	  /* a sequence-error NAK for epsn is out */
+		bool ack_due;	  /* an ACK is owed for epsn - 1 */
+		bool ack_send;	  /* ... for a SEND (not a WRITE) */
+		uint8_t cur_op;	  /* message in progress: its first opcode's operation, or 0xff */
+		uint64_t cur_off; /* bytes of it placed */
+		uint64_t wr_va;	  /* WRITE: target address of the next byte */
+		uint32_t wr_rkey, wr_left;
+		uint32_t wr_srqn; /* XRC: the SRQ the WRITE named (its PD checks the key) */
+		uint64_t cnp_at;  /* its last CNP went then (ns) */
+		bool have_ticket;
+		struct sr_recv_ticket ticket;
+		struct {
+			uint32_t psn;
+			uint64_t orig;
+			bool valid;
+		} replay[SR_ENG_REPLAY];
+		uint32_t replay_next;
+		/* WRITE packets placed ahead of a gap, by PSN % SR_ENG_OOO */
+		uint32_t ooo_n;
+		uint64_t ooo[SR_ENG_OOO / 64];
+		/* WRITEs that began past the gap, one right after another from
+		 * the end of the one in progress: what their RETHs said, until
+		 * the in-order walk reaches their FIRST (resp.c, place_ahead) */
+		uint32_t ahead_n;
+		struct sr_eng_ahead {
+			uint32_t psn; /* its FIRST or ONLY */
+			uint32_t len; /* the RETH's DMA length */
+			uint64_t va;
+			uint32_t rkey;
+			uint32_t srqn;
+			uint8_t op; /* the FIRST's (or ONLY's) opcode */
+		} ahead[SR_ENG_AHEAD];
+	} resp;
+
+	/* who else sends and reads for this QP: posting threads (shm/wire_tx.c)
+	 * and receive halves (shm/wire_rx.c), and what the engine thread
+	 * itself will do about it */
+	struct sr_eng_grant {
+		/* until PSN direct_end is acknowledged nothing new goes after a
+		 * packet a posting thread sent: it left through another socket
+		 * and maybe another CPU's backlog, and a packet of ours sent
+		 * right after could arrive first (a sequence NAK, a
+		 * retransmission) */
+		bool direct_wait;
+		uint32_t direct_end;
+		uint64_t direct_at; /* a posting thread or the engine last moved it */
+		/* a stream, not a ping-pong, was held up behind one: no grants
+		 * until then (the engine batches a stream better than one
+		 * packet per call) */
+		uint64_t direct_quiet_until;
+		/* a posting thread last sent one of its WQEs (absorbed then) */
+		uint64_t direct_sent_at;
+		/* what the engine thread does about this QP, for a receive half
+		 * that ran the code meanwhile to tell whether it must ring the
+		 * doorbell: the timer the engine will look at (0: none), whether
+		 * it holds a grant for posting threads; and the requester has
+		 * something to send, which only the engine sends */
+		uint64_t eng_due;
+		bool eng_granted;
+		bool run_wanted;
+		/* the engine's requests of this QP are out once the arena's
+		 * eng_tx_flushed reaches this (req.c, app_sends) */
+		uint64_t eng_tx_seq;
+	} grant;
+
 	struct sr_eng_swqe swqe[]; /* [swqe_cnt], by SQ index */
 };
 

@@ -96,9 +96,9 @@ static uint64_t probe_cap(const struct sr_qp_shm *qp)
 
 static void set_deadline(struct sr_engine *e, struct sr_eng_qp *q)
 {
-	q->deadline = e->now + q->probe_ns;
-	if (q->rto_at && q->rto_at < q->deadline)
-		q->deadline = q->rto_at;
+	q->comp.deadline = e->now + q->comp.probe_ns;
+	if (q->comp.rto_at && q->comp.rto_at < q->comp.deadline)
+		q->comp.deadline = q->comp.rto_at;
 	sr_eng_activate(e, q);
 }
 
@@ -113,8 +113,8 @@ static void arm_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	uint64_t t = sr_ack_timeout_ns(qp->timeout), cap = probe_cap(qp);
 
 	e->now = sr_eng_clock();
-	q->rto_at = t ? e->now + t : 0;
-	q->probe_ns = SR_ENG_PROBE_NS < cap ? SR_ENG_PROBE_NS : cap;
+	q->comp.rto_at = t ? e->now + t : 0;
+	q->comp.probe_ns = SR_ENG_PROBE_NS < cap ? SR_ENG_PROBE_NS : cap;
 	set_deadline(e, q);
 }
 
@@ -136,8 +136,8 @@ static void fail_head(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	sr_shm_lock(&qp->sq_lock);
 	sr_sq_head_fails(e->arena, qp, st, sr_signal_fd, e->ctx);
 	sr_shm_unlock(&qp->sq_lock);
-	q->deadline = 0;
-	q->req_init = false;
+	q->comp.deadline = 0;
+	q->req.req_init = false;
 }
 
 static void flush_err(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
@@ -145,8 +145,8 @@ static void flush_err(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	sr_shm_lock(&qp->sq_lock);
 	sr_sq_flush_locked(e->arena, qp, sr_signal_fd, e->ctx);
 	sr_shm_unlock(&qp->sq_lock);
-	q->deadline = 0;
-	q->req_init = false;
+	q->comp.deadline = 0;
+	q->req.req_init = false;
 }
 
 /* ---- building packets ---- */
@@ -187,10 +187,11 @@ static uint8_t transport_of(const struct sr_qp_shm *qp)
  * have cut below SR_ENG_ACKREQ_EVERY (sr_eng_req_cnp). */
 static uint32_t ackreq_every(const struct sr_eng_qp *q)
 {
-	return q->win && q->win / 2 < SR_ENG_ACKREQ_EVERY ? q->win / 2 : SR_ENG_ACKREQ_EVERY;
+	return q->req.win && q->req.win / 2 < SR_ENG_ACKREQ_EVERY ? q->req.win / 2
+								  : SR_ENG_ACKREQ_EVERY;
 }
 
-/* Sends one packet of WQE w at message offset q->soff; returns false if
+/* Sends one packet of WQE w at message offset q->req.soff; returns false if
  * the WQE failed locally (its error is recorded in its swqe). */
 static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		     struct sr_send_wqe *w, struct sr_eng_swqe *sw)
@@ -200,7 +201,7 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	struct iovec iov[SR_MAX_SGE];
 	unsigned hl = SR_BTH_LEN, niov = 0;
 	uint32_t len = 0;
-	bool first = q->soff == 0, last, ackreq;
+	bool first = q->req.soff == 0, last, ackreq;
 	uint8_t op, tr = transport_of(qp);
 
 	/* An ACK handed to the QP's next request (resp.c, ack_defer) goes
@@ -211,8 +212,8 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	 * and the peer, its request complete, went to watch memory for the
 	 * answer, whose datagrams then waited in its socket for the engine's
 	 * next look (ib_write_lat 8 KiB: half its round trips 300 µs). */
-	if (!q->dack_looked) {
-		q->dack_looked = true;
+	if (!q->req.dack_looked) {
+		q->req.dack_looked = true;
 		sr_eng_resp_dack_take(e, qp, q);
 	}
 
@@ -223,39 +224,40 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	}
 	if (w->opcode == IBV_WR_RDMA_READ) {
 		/* one READ request for the rest of the chunk at soff (read_chunk) */
-		uint64_t end = read_chunk_end(qp, w, q->soff);
+		uint64_t end = read_chunk_end(qp, w, q->req.soff);
 
-		hl += sr_rd_atomic_put(h + hl, tr, w->opcode, w->remote_addr + q->soff, w->rkey,
-				       (uint32_t)(end - q->soff), 0, 0, &op);
+		hl += sr_rd_atomic_put(h + hl, tr, w->opcode, w->remote_addr + q->req.soff, w->rkey,
+				       (uint32_t)(end - q->req.soff), 0, 0, &op);
 		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true,
-			   sr_psn_add(sw->first_psn, (uint32_t)(q->soff / mtu)));
+			   sr_psn_add(sw->first_psn, (uint32_t)(q->req.soff / mtu)));
 		last = end >= w->total_len;
-		q->npsn = last ? sr_psn_add(sw->first_psn, sw->npkts)
-			       : sr_psn_add(sw->first_psn, (uint32_t)(end / mtu));
-		q->soff = end;
+		q->req.npsn = last ? sr_psn_add(sw->first_psn, sw->npkts)
+				   : sr_psn_add(sw->first_psn, (uint32_t)(end / mtu));
+		q->req.soff = end;
 	} else if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
 		   w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 		hl += sr_rd_atomic_put(h + hl, tr, w->opcode, w->remote_addr, w->rkey, 0, w->swap,
 				       w->compare_add, &op);
 		last = true;
-		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true, q->npsn);
-		q->npsn = sr_psn_add(q->npsn, 1);
+		sr_bth_put(h, op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, true, q->req.npsn);
+		q->req.npsn = sr_psn_add(q->req.npsn, 1);
 	} else {
-		len = w->total_len - q->soff < mtu ? (uint32_t)(w->total_len - q->soff) : mtu;
-		last = q->soff + len >= w->total_len;
+		len =
+		    w->total_len - q->req.soff < mtu ? (uint32_t)(w->total_len - q->req.soff) : mtu;
+		last = q->req.soff + len >= w->total_len;
 		op = sr_data_opcode(tr, w->opcode, first, last);
 		hl += sr_data_ext_put(h + hl, op, w->remote_addr, w->rkey, w->total_len,
 				      w->imm_or_inv);
-		if (gather(e, qp, w, q->soff, len, iov, &niov) != IBV_WC_SUCCESS)
+		if (gather(e, qp, w, q->req.soff, len, iov, &niov) != IBV_WC_SUCCESS)
 			return false;
 		/* within half a window cut by CNPs too, or it waits for a probe */
-		ackreq = last || ++q->since_ack >= ackreq_every(q) ||
-			 (q->recovering && q->npsn == q->rec_psn);
+		ackreq = last || ++q->req.since_ack >= ackreq_every(q) ||
+			 (q->comp.recovering && q->req.npsn == q->comp.rec_psn);
 		if (ackreq)
-			q->since_ack = 0;
+			q->req.since_ack = 0;
 		sr_bth_put(h, op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
-			   qp->dest_qpn, ackreq && qp->type != IBV_QPT_UC, q->npsn);
-		q->npsn = sr_psn_add(q->npsn, 1);
+			   qp->dest_qpn, ackreq && qp->type != IBV_QPT_UC, q->req.npsn);
+		q->req.npsn = sr_psn_add(q->req.npsn, 1);
 	}
 	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,
 		    hl, iov, niov, len);
@@ -263,11 +265,11 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		e->app_sent = true; /* sent before the lock goes (req_leave) */
 		sr_eng_count(&e->cnt[SR_ENG_APP_REQS], 1);
 	} else {
-		q->eng_tx_seq = e->tx_flushes + 1; /* out with the next batch */
+		q->grant.eng_tx_seq = e->tx_flushes + 1; /* out with the next batch */
 	}
-	q->soff += len;
+	q->req.soff += len;
 	if (last)
-		q->soff = UINT64_MAX; /* the WQE is sent */
+		q->req.soff = UINT64_MAX; /* the WQE is sent */
 	return true;
 }
 
@@ -275,42 +277,42 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
  * to there moves it forward again (the responder kept what it could). */
 static void note_high(struct sr_eng_qp *q)
 {
-	uint32_t top = q->spos + (q->soff ? 1 : 0);
+	uint32_t top = q->req.spos + (q->req.soff ? 1 : 0);
 
-	if ((int32_t)(top - q->hspos) > 0)
-		q->hspos = top;
-	if (sr_psn_diff(q->npsn, q->hpsn) > 0)
-		q->hpsn = q->npsn;
+	if ((int32_t)(top - q->req.hspos) > 0)
+		q->req.hspos = top;
+	if (sr_psn_diff(q->req.npsn, q->req.hpsn) > 0)
+		q->req.hpsn = q->req.npsn;
 }
 
 /* UC: the requester's only timer, when it sends again (req_timer). */
 static void set_wakeup(struct sr_eng_qp *q, uint64_t at)
 {
-	if (!q->deadline || at < q->deadline)
-		q->deadline = at ? at : 1;
+	if (!q->comp.deadline || at < q->comp.deadline)
+		q->comp.deadline = at ? at : 1;
 }
 
 static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
-	q->npsn = qp->sq_psn;
-	q->una = qp->sq_psn;
-	q->win = SR_ENG_WINDOW;
-	q->clean = 0;
-	q->spos = qp->exec_pos;
-	q->soff = 0;
-	q->rd_out = 0;
-	q->since_ack = 0;
-	q->deadline = 0;
-	q->rnr_wait = false;
-	q->regap = false;
-	q->recovering = false;
-	q->rec_due = 0;
-	q->rec_rtt = 0;
-	q->retry_left = qp->retry_cnt;
-	q->rnr_left = qp->rnr_retry;
-	q->hspos = q->spos;
-	q->hpsn = q->npsn;
-	q->req_init = true;
+	q->req.npsn = qp->sq_psn;
+	q->comp.una = qp->sq_psn;
+	q->req.win = SR_ENG_WINDOW;
+	q->comp.clean = 0;
+	q->req.spos = qp->exec_pos;
+	q->req.soff = 0;
+	q->comp.rd_out = 0;
+	q->req.since_ack = 0;
+	q->comp.deadline = 0;
+	q->comp.rnr_wait = false;
+	q->comp.regap = false;
+	q->comp.recovering = false;
+	q->comp.rec_due = 0;
+	q->comp.rec_rtt = 0;
+	q->comp.retry_left = qp->retry_cnt;
+	q->comp.rnr_left = qp->rnr_retry;
+	q->req.hspos = q->req.spos;
+	q->req.hpsn = q->req.npsn;
+	q->req.req_init = true;
 }
 
 /*
@@ -331,7 +333,7 @@ static bool app_sends(const struct sr_engine *e, const struct sr_eng_qp *q)
 
 	return e->app_tx &&
 	       (int64_t)(atomic_load_explicit(&h->eng_tx_flushed, memory_order_acquire) -
-			 q->eng_tx_seq) >= 0;
+			 q->grant.eng_tx_seq) >= 0;
 }
 
 /*
@@ -346,7 +348,7 @@ static bool app_sends(const struct sr_engine *e, const struct sr_eng_qp *q)
  */
 static uint32_t rec_span(const struct sr_eng_qp *q)
 {
-	uint32_t w = 2 * (q->win ? q->win : SR_ENG_WINDOW);
+	uint32_t w = 2 * (q->req.win ? q->req.win : SR_ENG_WINDOW);
 
 	return w < SR_ENG_OOO ? w : SR_ENG_OOO;
 }
@@ -362,11 +364,11 @@ static uint32_t rec_span(const struct sr_eng_qp *q)
 static bool starts_in(const struct sr_qp_shm *qp, const struct sr_eng_qp *q,
 		      const struct sr_send_wqe *w, uint32_t win)
 {
-	int32_t out = sr_psn_diff(q->npsn, q->una);
+	int32_t out = sr_psn_diff(q->req.npsn, q->comp.una);
 
 	if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		return out < (int32_t)win;
-	return out + npkts_of(qp, w) <= win || q->npsn == q->una;
+	return out + npkts_of(qp, w) <= win || q->req.npsn == q->comp.una;
 }
 
 static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
@@ -378,35 +380,36 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	/* recovering from a sequence NAK: the missing packet alone, AckReq,
 	 * and then, if the responder holds what came after it, new packets
 	 * from where sending stood (rec_span) */
-	uint32_t win = !q->recovering			     ? (q->win ? q->win : SR_ENG_WINDOW)
-		       : q->npsn == q->rec_psn || !q->rec_on ? 1
-							     : rec_span(q);
+	uint32_t win = !q->comp.recovering ? (q->req.win ? q->req.win : SR_ENG_WINDOW)
+		       : q->req.npsn == q->comp.rec_psn || !q->comp.rec_on ? 1
+									   : rec_span(q);
 	bool sent = false;
 
-	if (e->app &&
-	    (state != IBV_QPS_RTS || !q->req_init || !app_sends(e, q) || qp->type == IBV_QPT_UC)) {
+	if (e->app && (state != IBV_QPS_RTS || !q->req.req_init || !app_sends(e, q) ||
+		       qp->type == IBV_QPT_UC)) {
 		/* what is left to send (new WQEs, a rewind, a flush) is the
 		 * engine's, rung after the batch (shm/wire_rx.c).  UC's is
 		 * always: its packets sent by two threads through two sockets
 		 * can pass each other in the kernel, which RC repairs and UC
 		 * cannot (a message lost, drop_opcode) */
-		if (state == IBV_QPS_ERR || (state == IBV_QPS_RTS && q->req_init && !q->rnr_wait &&
-					     (q->spos != head || q->soff || q->spos != q->hspos))) {
-			q->run_wanted = true;
+		if (state == IBV_QPS_ERR ||
+		    (state == IBV_QPS_RTS && q->req.req_init && !q->comp.rnr_wait &&
+		     (q->req.spos != head || q->req.soff || q->req.spos != q->req.hspos))) {
+			q->grant.run_wanted = true;
 			sr_eng_activate(e, q);
 		}
 		return;
 	}
-	q->run_wanted = false;
+	q->grant.run_wanted = false;
 	if (state == IBV_QPS_ERR) {
 		flush_err(e, qp, q);
 		return;
 	}
 	if (state != IBV_QPS_RTS)
 		return; /* SQD, SQE: hold the queue */
-	if (!q->req_init)
+	if (!q->req.req_init)
 		req_init(qp, q);
-	if (q->rnr_wait)
+	if (q->comp.rnr_wait)
 		return; /* the RNR timer resumes it */
 	/* WQEs completed past where the requester stands: an ACK beyond
 	 * what it had resent retired them (the responder had kept them).  Go
@@ -416,101 +419,103 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	 * were ignored: RETRY_EXC_ERR with nothing lost (sr_xfer's SEND
 	 * phase, one run in 20-40).  A reset QP starts over through
 	 * wire_gen, a flushed one through flush_err. */
-	if ((int32_t)(q->spos - qp->exec_pos) < 0)
-		reposition(e, qp, q, q->una);
-	if (q->direct_wait && sr_psn_diff(q->una, q->direct_end) >= 0) {
-		q->direct_wait = false;
-		if (q->spos != head) /* WQEs waited behind it: a stream */
-			q->direct_quiet_until = e->now + SR_ENG_GRANT_QUIET_NS;
+	if ((int32_t)(q->req.spos - qp->exec_pos) < 0)
+		reposition(e, qp, q, q->comp.una);
+	if (q->grant.direct_wait && sr_psn_diff(q->comp.una, q->grant.direct_end) >= 0) {
+		q->grant.direct_wait = false;
+		if (q->req.spos != head) /* WQEs waited behind it: a stream */
+			q->grant.direct_quiet_until = e->now + SR_ENG_GRANT_QUIET_NS;
 	}
-	while (q->spos != head) {
-		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, q->spos);
-		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
+	while (q->req.spos != head) {
+		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, q->req.spos);
+		struct sr_eng_swqe *sw = &q->swqe[q->req.spos & (q->swqe_cnt - 1)];
 
 		bool read = w->opcode == IBV_WR_RDMA_READ;
 
 		/* nothing past a posting thread's packet before its ACK (a
 		 * resend of it, after a rewind, goes) */
-		if (q->direct_wait && sr_psn_diff(q->npsn, q->direct_end) >= 0)
+		if (q->grant.direct_wait && sr_psn_diff(q->req.npsn, q->grant.direct_end) >= 0)
 			break;
 
-		if (q->soff == 0) {
+		if (q->req.soff == 0) {
 			/* a WQE starts: fence, the window (a READ: per chunk) */
-			if ((w->flags & SR_WQE_FENCE) && q->rd_out)
+			if ((w->flags & SR_WQE_FENCE) && q->comp.rd_out)
 				break;
 			if (!read && !starts_in(qp, q, w, win))
 				break;
 			if (is_local(w->opcode)) {
 				/* executed once, even if a rewind passes it again */
-				if (!sw->local_done || sw->idx != q->spos) {
+				if (!sw->local_done || sw->idx != q->req.spos) {
 					sw->local_err = sr_exec_local_op(e->ctx, qp, w);
 					sw->local_done = true;
 				}
-				sw->idx = q->spos;
-				sw->first_psn = q->npsn;
+				sw->idx = q->req.spos;
+				sw->first_psn = q->req.npsn;
 				sw->npkts = 0;
 				sw->rd_atomic = false;
-				q->spos++;
+				q->req.spos++;
 				note_high(q);
 				continue;
 			}
-			sw->idx = q->spos;
+			sw->idx = q->req.spos;
 			sw->local_done = false;
 			sw->resp_off = 0; /* a rewind into a READ's middle skips this */
-			sw->first_psn = q->npsn;
+			sw->first_psn = q->req.npsn;
 			sw->npkts = npkts_of(qp, w);
 			sw->rd_atomic = sr_wr_rd_atomic(w->opcode);
 			sw->local_err = IBV_WC_SUCCESS;
-		} else if (!read && sr_psn_diff(q->npsn, q->una) >= (int32_t)win) {
+		} else if (!read && sr_psn_diff(q->req.npsn, q->comp.una) >= (int32_t)win) {
 			break;
 		}
 		if (sw->rd_atomic) {
 			/* each READ request (chunk) and atomic: max_rd_atomic, window */
-			uint64_t end = read ? read_chunk_end(qp, w, q->soff) : 0;
-			uint32_t n =
-			    read && w->total_len ? (uint32_t)((end - q->soff + mtu - 1) / mtu) : 1;
+			uint64_t end = read ? read_chunk_end(qp, w, q->req.soff) : 0;
+			uint32_t n = read && w->total_len
+					 ? (uint32_t)((end - q->req.soff + mtu - 1) / mtu)
+					 : 1;
 
-			if (q->rd_out >= max_rd)
+			if (q->comp.rd_out >= max_rd)
 				break;
-			if (sr_psn_diff(q->npsn, q->una) + n > win && q->npsn != q->una)
+			if (sr_psn_diff(q->req.npsn, q->comp.una) + n > win &&
+			    q->req.npsn != q->comp.una)
 				break;
-			q->rd_out++;
+			q->comp.rd_out++;
 		}
 		if (qp->type == IBV_QPT_UC) { /* its rate after a CNP (rate.h) */
-			uint64_t at = sr_rate_wait(&q->rate, e->now);
+			uint64_t at = sr_rate_wait(&q->req.rate, e->now);
 
 			if (at) {
 				set_wakeup(q, at);
 				break;
 			}
-			sr_rate_sent(&q->rate, e->now,
-				     w->total_len - q->soff < mtu
-					 ? (uint32_t)(w->total_len - q->soff)
+			sr_rate_sent(&q->req.rate, e->now,
+				     w->total_len - q->req.soff < mtu
+					 ? (uint32_t)(w->total_len - q->req.soff)
 					 : mtu);
 		}
 		if (!send_one(e, qp, q, w, sw)) {
 			sw->local_err = IBV_WC_LOC_PROT_ERR;
-			q->soff = 0;
-			q->spos++;
+			q->req.soff = 0;
+			q->req.spos++;
 			break; /* completed in error when it is the head */
 		}
 		sent = true;
-		if (q->soff == UINT64_MAX) {
-			q->soff = 0;
-			q->spos++;
+		if (q->req.soff == UINT64_MAX) {
+			q->req.soff = 0;
+			q->req.spos++;
 		}
 		note_high(q);
-		if (q->recovering && q->npsn == sr_psn_add(q->rec_psn, 1)) {
+		if (q->comp.recovering && q->req.npsn == sr_psn_add(q->comp.rec_psn, 1)) {
 			/* the resend is out */
-			if (!q->rec_on || q->npsn == q->hpsn)
+			if (!q->comp.rec_on || q->req.npsn == q->req.hpsn)
 				break;
-			reposition(e, qp, q, q->hpsn);
+			reposition(e, qp, q, q->req.hpsn);
 			win = rec_span(q);
 		}
 	}
 	if (qp->type == IBV_QPT_UC) {
 		/* no ACKs on UC: a WQE is done once sent */
-		while (qp->exec_pos != q->spos) {
+		while (qp->exec_pos != q->req.spos) {
 			struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, qp->exec_pos);
 			struct sr_eng_swqe *sw = &q->swqe[qp->exec_pos & (q->swqe_cnt - 1)];
 
@@ -520,19 +525,19 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 			}
 			complete_head(e, qp, IBV_WC_SUCCESS, w->total_len);
 		}
-		q->una = q->npsn;
+		q->comp.una = q->req.npsn;
 		/* the window only held us back: nothing will come to reopen
 		 * it.  The rest goes in the engine's next turn, after it has
 		 * read what came (a CNP), not in one burst of the whole SQ
 		 * (a thousand 8 MiB messages overflowed the receiver) */
-		if (sent && q->spos != head)
+		if (sent && q->req.spos != head)
 			set_wakeup(q, e->now);
 		return;
 	}
-	if (sent && !q->deadline)
+	if (sent && !q->comp.deadline)
 		arm_timer(e, qp, q);
 	/* a head that failed locally or a local operation at the head completes now */
-	sr_eng_comp_retire(e, qp, q, sr_psn_add(q->una, SR_PSN_MASK));
+	sr_eng_comp_retire(e, qp, q, sr_psn_add(q->comp.una, SR_PSN_MASK));
 }
 
 /* ---- the completer ---- */
@@ -546,7 +551,7 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 void sr_eng_comp_retire(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 			uint32_t acked)
 {
-	while (qp->exec_pos != q->spos) {
+	while (qp->exec_pos != q->req.spos) {
 		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, qp->exec_pos);
 		struct sr_eng_swqe *sw = &q->swqe[qp->exec_pos & (q->swqe_cnt - 1)];
 
@@ -571,8 +576,8 @@ static void reposition(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_
 {
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu), i;
 
-	q->rd_out = 0;
-	for (i = qp->exec_pos; i != q->hspos; i++) {
+	q->comp.rd_out = 0;
+	for (i = qp->exec_pos; i != q->req.hspos; i++) {
 		struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, i);
 		struct sr_eng_swqe *sw = &q->swqe[i & (q->swqe_cnt - 1)];
 		int32_t d = sr_psn_diff(psn, sw->first_psn);
@@ -580,34 +585,34 @@ static void reposition(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_
 		if (is_local(w->opcode))
 			continue;
 		if (d < (int32_t)sw->npkts) {
-			q->spos = i;
+			q->req.spos = i;
 			if (w->opcode == IBV_WR_RDMA_READ) {
 				/* ask again from the first byte not received */
-				q->soff = sw->resp_off;
-				q->npsn = sr_psn_add(sw->first_psn, sw->resp_off / mtu);
+				q->req.soff = sw->resp_off;
+				q->req.npsn = sr_psn_add(sw->first_psn, sw->resp_off / mtu);
 			} else if (sw->rd_atomic) {
-				q->soff = 0;
-				q->npsn = sw->first_psn;
+				q->req.soff = 0;
+				q->req.npsn = sw->first_psn;
 			} else {
 				if (d < 0)
 					d = 0;
-				q->soff = (uint64_t)d * mtu;
-				q->npsn = sr_psn_add(sw->first_psn, (uint32_t)d);
+				q->req.soff = (uint64_t)d * mtu;
+				q->req.npsn = sr_psn_add(sw->first_psn, (uint32_t)d);
 			}
 			break;
 		}
 		if (w->opcode == IBV_WR_RDMA_READ)
-			q->rd_out += read_chunks_out(qp, w, sw);
+			q->comp.rd_out += read_chunks_out(qp, w, sw);
 		else if (sw->rd_atomic)
-			q->rd_out++;
+			q->comp.rd_out++;
 	}
-	if (i == q->hspos) {
+	if (i == q->req.hspos) {
 		/* past everything started: go on with the next WQE */
-		q->spos = q->hspos;
-		q->soff = 0;
-		q->npsn = psn;
+		q->req.spos = q->req.hspos;
+		q->req.soff = 0;
+		q->req.npsn = psn;
 	}
-	q->since_ack = 0;
+	q->req.since_ack = 0;
 	sr_eng_activate(e, q);
 }
 
@@ -615,9 +620,9 @@ static void reposition(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_
 static void rewind_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
 {
 	/* a loss: back to the base window (acked_to) */
-	q->win = SR_ENG_WINDOW;
-	q->clean = 0;
-	q->regap = true;
+	q->req.win = SR_ENG_WINDOW;
+	q->comp.clean = 0;
+	q->comp.regap = true;
 	reposition(e, qp, q, psn);
 	sr_eng_count(&e->cnt[SR_ENG_RETRANS], 1);
 }
@@ -632,7 +637,7 @@ static bool first_unanswered(struct sr_engine *e, struct sr_qp_shm *qp, struct s
 {
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
 
-	for (uint32_t i = qp->exec_pos; i != q->hspos; i++) {
+	for (uint32_t i = qp->exec_pos; i != q->req.hspos; i++) {
 		struct sr_eng_swqe *sw = &q->swqe[i & (q->swqe_cnt - 1)];
 
 		if (sw->rd_atomic) {
@@ -652,12 +657,12 @@ static bool first_unanswered(struct sr_engine *e, struct sr_qp_shm *qp, struct s
  */
 static bool placed_past_gap(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
-	if (q->rd_out)
+	if (q->comp.rd_out)
 		return false;
-	for (uint32_t i = qp->exec_pos; i != q->hspos; i++) {
+	for (uint32_t i = qp->exec_pos; i != q->req.hspos; i++) {
 		const struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, i);
 		const struct sr_eng_swqe *sw = &q->swqe[i & (q->swqe_cnt - 1)];
-		int32_t d = sr_psn_diff(q->una, sw->first_psn);
+		int32_t d = sr_psn_diff(q->comp.una, sw->first_psn);
 
 		if (is_local(w->opcode) || d >= (int32_t)sw->npkts)
 			continue;
@@ -676,7 +681,7 @@ static bool sends_on_past_gap(struct sr_engine *e, struct sr_qp_shm *qp, struct 
 {
 	if (!placed_past_gap(e, qp, q))
 		return false;
-	for (uint32_t i = qp->exec_pos; i != q->hspos; i++) {
+	for (uint32_t i = qp->exec_pos; i != q->req.hspos; i++) {
 		const struct sr_send_wqe *w = sr_sq_wqe(e->arena, qp, i);
 
 		if (w->opcode == IBV_WR_RDMA_READ || sr_wr_rd_atomic(w->opcode))
@@ -689,25 +694,25 @@ static bool sends_on_past_gap(struct sr_engine *e, struct sr_qp_shm *qp, struct 
  * says how far the responder got past it (resp.c places ahead). */
 static void resend_alone(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
-	uint64_t t = q->rec_rtt * 4;
+	uint64_t t = q->comp.rec_rtt * 4;
 
-	rewind_to(e, qp, q, q->una);
-	q->recovering = true;
-	q->rec_psn = q->una;
-	q->rec_on = sends_on_past_gap(e, qp, q);
+	rewind_to(e, qp, q, q->comp.una);
+	q->comp.recovering = true;
+	q->comp.rec_psn = q->comp.una;
+	q->comp.rec_on = sends_on_past_gap(e, qp, q);
 	req_run(e, qp, q); /* (or the engine, soon: shm/wire_rx.c) */
 	/* it or its ACK may be lost too, and no NAK would say so (one per
 	 * gap): it goes again after four of its round trips, not after a
 	 * probe's milliseconds */
 	if (t < SR_ENG_REC_MIN_NS)
 		t = SR_ENG_REC_MIN_NS;
-	if (t > q->probe_ns)
-		t = q->probe_ns;
-	q->rec_at = e->now;
-	q->rec_due = e->now + t;
-	if (q->rto_at && q->rto_at < q->rec_due)
-		q->rec_due = q->rto_at;
-	q->deadline = q->rec_due; /* before the probe's, which it stands for meanwhile */
+	if (t > q->comp.probe_ns)
+		t = q->comp.probe_ns;
+	q->comp.rec_at = e->now;
+	q->comp.rec_due = e->now + t;
+	if (q->comp.rto_at && q->comp.rto_at < q->comp.rec_due)
+		q->comp.rec_due = q->comp.rto_at;
+	q->comp.deadline = q->comp.rec_due; /* before the probe's, which it stands for meanwhile */
 	sr_eng_activate(e, q);
 }
 
@@ -724,8 +729,8 @@ static void resend_alone(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 static bool next_hole(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		      uint32_t resent)
 {
-	if (sr_psn_diff(q->una, sr_psn_add(resent, 1)) <= 0 ||
-	    sr_psn_diff(q->una, q->rec_mark) >= 0 || !placed_past_gap(e, qp, q))
+	if (sr_psn_diff(q->comp.una, sr_psn_add(resent, 1)) <= 0 ||
+	    sr_psn_diff(q->comp.una, q->comp.rec_mark) >= 0 || !placed_past_gap(e, qp, q))
 		return false;
 	resend_alone(e, qp, q);
 	return true;
@@ -747,63 +752,63 @@ static void grow_window(struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t acke
 
 	if (max > SR_ENG_WINDOW_MAX)
 		max = SR_ENG_WINDOW_MAX;
-	if (!q->win)
-		q->win = SR_ENG_WINDOW;
-	q->clean += acked;
-	if (q->clean < 2 * q->win || q->win >= max)
+	if (!q->req.win)
+		q->req.win = SR_ENG_WINDOW;
+	q->comp.clean += acked;
+	if (q->comp.clean < 2 * q->req.win || q->req.win >= max)
 		return;
-	q->clean = 0;
-	q->win += SR_ENG_WINDOW / 4;
-	if (q->win > max)
-		q->win = max;
+	q->comp.clean = 0;
+	q->req.win += SR_ENG_WINDOW / 4;
+	if (q->req.win > max)
+		q->req.win = max;
 }
 
 /* PSNs up to `psn` are acknowledged; returns true if that implied a NAK
  * and the requester was rewound. */
 static bool acked_to(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn)
 {
-	uint32_t next = sr_psn_add(psn, 1), u, resent = q->rec_psn;
-	bool implied = false, rec = q->recovering, moved = false;
+	uint32_t next = sr_psn_add(psn, 1), u, resent = q->comp.rec_psn;
+	bool implied = false, rec = q->comp.recovering, moved = false;
 	struct sr_eng_swqe *sw;
 
 	/* only a PSN we sent moves anything (others are ignored) */
-	if (sr_psn_diff(next, q->una) <= 0 || sr_psn_diff(next, q->hpsn) > 0)
+	if (sr_psn_diff(next, q->comp.una) <= 0 || sr_psn_diff(next, q->req.hpsn) > 0)
 		return false;
 	if (first_unanswered(e, qp, q, &u, &sw) && sr_psn_diff(next, u) > 0) {
 		next = u;
-		implied = !q->regap; /* once, until progress */
+		implied = !q->comp.regap; /* once, until progress */
 	}
-	if (sr_psn_diff(next, q->una) > 0) {
-		if (rec && q->rec_due && sr_psn_diff(next, resent) > 0) {
-			uint64_t rtt = e->now - q->rec_at;
+	if (sr_psn_diff(next, q->comp.una) > 0) {
+		if (rec && q->comp.rec_due && sr_psn_diff(next, resent) > 0) {
+			uint64_t rtt = e->now - q->comp.rec_at;
 
-			q->rec_rtt = q->rec_rtt ? (q->rec_rtt * 7 + rtt) / 8 : rtt;
-			q->rec_due = 0;
+			q->comp.rec_rtt = q->comp.rec_rtt ? (q->comp.rec_rtt * 7 + rtt) / 8 : rtt;
+			q->comp.rec_due = 0;
 		}
-		grow_window(qp, q, (uint32_t)sr_psn_diff(next, q->una));
-		q->una = next;
-		q->regap = false;
-		q->recovering = false;
-		q->retry_left = qp->retry_cnt; /* progress: the retry budget starts again */
+		grow_window(qp, q, (uint32_t)sr_psn_diff(next, q->comp.una));
+		q->comp.una = next;
+		q->comp.regap = false;
+		q->comp.recovering = false;
+		q->comp.retry_left = qp->retry_cnt; /* progress: the retry budget starts again */
 		sr_eng_comp_retire(e, qp, q, sr_psn_add(next, SR_PSN_MASK));
 		moved = true;
 	}
 	if (implied) {
-		rewind_to(e, qp, q, q->una);
+		rewind_to(e, qp, q, q->comp.una);
 		return true;
 	}
 	if (rec && moved && next_hole(e, qp, q, resent))
 		return false;
-	if (sr_psn_diff(q->una, q->npsn) > 0 ||
-	    (rec && moved && sr_psn_diff(q->una, sr_psn_add(resent, 1)) >= 0 &&
-	     sr_psn_diff(q->una, q->rec_mark) < 0))
+	if (sr_psn_diff(q->comp.una, q->req.npsn) > 0 ||
+	    (rec && moved && sr_psn_diff(q->comp.una, sr_psn_add(resent, 1)) >= 0 &&
+	     sr_psn_diff(q->comp.una, q->comp.rec_mark) < 0))
 		/* no need to resend what came; and the ACK of a resend that
 		 * stops short of where sending stood at the NAK, at a packet
 		 * the responder does not place (next_hole): go-back-N from
 		 * there, whatever was sent since */
-		reposition(e, qp, q, q->una);
-	if (q->una == q->npsn && qp->exec_pos == q->spos && !q->soff)
-		q->deadline = 0;
+		reposition(e, qp, q, q->comp.una);
+	if (q->comp.una == q->req.npsn && qp->exec_pos == q->req.spos && !q->req.soff)
+		q->comp.deadline = 0;
 	else
 		arm_timer(e, qp, q);
 	return false;
@@ -832,20 +837,20 @@ static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		return;
 	}
 	/* a NAK acknowledges everything before its PSN (9.7.5.2.x) */
-	if (sr_psn_diff(p->bth.psn, q->una) < 0 || sr_psn_diff(p->bth.psn, q->npsn) >= 0)
+	if (sr_psn_diff(p->bth.psn, q->comp.una) < 0 || sr_psn_diff(p->bth.psn, q->req.npsn) >= 0)
 		return; /* stale */
-	if (p->bth.psn != q->una && acked_to(e, qp, q, before))
+	if (p->bth.psn != q->comp.una && acked_to(e, qp, q, before))
 		return; /* an answer to a READ or atomic before it was lost: retried */
 	if (kind == SR_AETH_RNR_NAK) {
 		sr_eng_count(&e->cnt[SR_ENG_RNR_RX], 1);
 		/* C9-152: rnr_retry 7 retries for ever */
-		if (qp->rnr_retry != 7 && q->rnr_left-- == 0) {
+		if (qp->rnr_retry != 7 && q->comp.rnr_left-- == 0) {
 			fail_head(e, qp, q, IBV_WC_RNR_RETRY_EXC_ERR);
 			return;
 		}
 		rewind_to(e, qp, q, p->bth.psn);
-		q->rnr_wait = true;
-		q->deadline = e->now + sr_rnr_timer_ns(val);
+		q->comp.rnr_wait = true;
+		q->comp.deadline = e->now + sr_rnr_timer_ns(val);
 		sr_eng_activate(e, q);
 		return;
 	}
@@ -853,9 +858,9 @@ static void on_ack(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 	if (kind == SR_AETH_NAK && val == SR_NAK_PSN_SEQ) {
 		/* the packet is on its way again (next_hole, from the ACK
 		 * this NAK implies or one before it): this NAK is older */
-		if (q->recovering && q->rec_psn == q->una)
+		if (q->comp.recovering && q->comp.rec_psn == q->comp.una)
 			return;
-		q->rec_mark = q->hpsn;
+		q->comp.rec_mark = q->req.hpsn;
 		resend_alone(e, qp, q);
 		return;
 	}
@@ -872,7 +877,7 @@ static struct sr_send_wqe *resp_head(struct sr_engine *e, struct sr_qp_shm *qp, 
 
 	/* a response acknowledges every request before it (9.7.5.2.x) */
 	for (;;) {
-		if (qp->exec_pos == q->spos && !q->soff)
+		if (qp->exec_pos == q->req.spos && !q->req.soff)
 			return NULL;
 		w = sr_sq_wqe(e->arena, qp, qp->exec_pos);
 		sw = &q->swqe[qp->exec_pos & (q->swqe_cnt - 1)];
@@ -903,21 +908,21 @@ static void read_done(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	uint32_t last = sr_psn_add(sw->first_psn, sw->npkts - 1);
 
 	sw->resp_off = 0;
-	if (q->rd_out)
-		q->rd_out--;
+	if (q->comp.rd_out)
+		q->comp.rd_out--;
 	if (st != IBV_WC_SUCCESS) {
 		fail_head(e, qp, q, st);
 		return;
 	}
 	(void)w;
 	complete_head(e, qp, IBV_WC_SUCCESS, byte_len);
-	if (sr_psn_diff(sr_psn_add(last, 1), q->una) > 0)
-		q->una = sr_psn_add(last, 1);
-	q->regap = false;
-	q->retry_left = qp->retry_cnt;
-	sr_eng_comp_retire(e, qp, q, sr_psn_add(q->una, SR_PSN_MASK));
-	if (q->una == q->npsn && qp->exec_pos == q->spos && !q->soff)
-		q->deadline = 0;
+	if (sr_psn_diff(sr_psn_add(last, 1), q->comp.una) > 0)
+		q->comp.una = sr_psn_add(last, 1);
+	q->comp.regap = false;
+	q->comp.retry_left = qp->retry_cnt;
+	sr_eng_comp_retire(e, qp, q, sr_psn_add(q->comp.una, SR_PSN_MASK));
+	if (q->comp.una == q->req.npsn && qp->exec_pos == q->req.spos && !q->req.soff)
+		q->comp.deadline = 0;
 	else
 		arm_timer(e, qp, q);
 	req_run(e, qp, q);
@@ -929,7 +934,7 @@ static void read_done(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 static void answer_gap(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint32_t psn,
 		       uint32_t expect)
 {
-	if (sr_psn_diff(psn, expect) > 0 && !q->regap) {
+	if (sr_psn_diff(psn, expect) > 0 && !q->comp.regap) {
 		rewind_to(e, qp, q, expect);
 		req_run(e, qp, q);
 	}
@@ -979,11 +984,11 @@ static void on_read_resp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 	}
 	/* each response packet in order acknowledges its PSN: the window
 	 * moves on and a retry asks only for what has not come */
-	q->una = sr_psn_add(p->bth.psn, 1);
-	q->regap = false;
-	if ((p->op->flags & SR_OPF_LAST) && q->rd_out)
-		q->rd_out--; /* a chunk is answered */
-	q->retry_left = qp->retry_cnt;
+	q->comp.una = sr_psn_add(p->bth.psn, 1);
+	q->comp.regap = false;
+	if ((p->op->flags & SR_OPF_LAST) && q->comp.rd_out)
+		q->comp.rd_out--; /* a chunk is answered */
+	q->comp.retry_left = qp->retry_cnt;
 	arm_timer(e, qp, q);
 }
 
@@ -1022,7 +1027,7 @@ static void comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 {
 	uint32_t state = atomic_load_explicit(&qp->state, memory_order_acquire);
 
-	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_SEND) || !q->req_init ||
+	if ((qp->type != IBV_QPT_RC && qp->type != IBV_QPT_XRC_SEND) || !q->req.req_init ||
 	    (state != IBV_QPS_RTS && state != IBV_QPS_SQD && state != IBV_QPS_SQE)) {
 		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
@@ -1033,7 +1038,7 @@ static void comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		on_atomic_ack(e, qp, q, p);
 	else
 		on_ack(e, qp, q, p);
-	if (!q->rnr_wait)
+	if (!q->comp.rnr_wait)
 		req_run(e, qp, q);
 }
 
@@ -1043,66 +1048,67 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		flush_err(e, qp, q);
 		return;
 	}
-	if (q->rnr_wait) {
-		q->rnr_wait = false;
-		q->deadline = 0;
+	if (q->comp.rnr_wait) {
+		q->comp.rnr_wait = false;
+		q->comp.deadline = 0;
 		req_run(e, qp, q);
 		return;
 	}
 	if (qp->type == IBV_QPT_UC) { /* its rate allows the next packet, or a new turn */
-		q->deadline = 0;
+		q->comp.deadline = 0;
 		req_run(e, qp, q);
 		return;
 	}
-	if (q->una == q->npsn && q->npsn == q->hpsn) {
+	if (q->comp.una == q->req.npsn && q->req.npsn == q->req.hpsn) {
 		/* nothing unacknowledged: nothing to probe (a stream's last
 		 * ACK can come by a path that leaves the timer set) */
-		q->deadline = 0;
+		q->comp.deadline = 0;
 		req_run(e, qp, q);
 		return;
 	}
-	if ((!q->rto_at || e->now < q->rto_at) && q->rec_due && e->now >= q->rec_due &&
-	    q->recovering) {
+	if ((!q->comp.rto_at || e->now < q->comp.rto_at) && q->comp.rec_due &&
+	    e->now >= q->comp.rec_due && q->comp.recovering) {
 		/* a packet resent alone, not acknowledged in four of its
 		 * round trips: it (or its ACK) was lost, it goes again; the
 		 * round trip is taken as twice as long until one comes */
 		sr_eng_count(&e->cnt[SR_ENG_PROBES], 1);
-		q->rec_due = 0;
-		q->rec_rtt = q->rec_rtt ? q->rec_rtt * 2 : SR_ENG_REC_MIN_NS / 2;
+		q->comp.rec_due = 0;
+		q->comp.rec_rtt = q->comp.rec_rtt ? q->comp.rec_rtt * 2 : SR_ENG_REC_MIN_NS / 2;
 		set_deadline(e, q);
 		resend_alone(e, qp, q);
 		return;
 	}
-	if (!q->rto_at || e->now < q->rto_at) {
+	if (!q->comp.rto_at || e->now < q->comp.rto_at) {
 		/* a probe: go back to the oldest unacknowledged PSN, keep the
 		 * deadline set so that sending does not restart the clocks */
 		sr_eng_count(&e->cnt[SR_ENG_PROBES], 1);
-		q->recovering = false;
-		q->probe_ns = q->probe_ns * 2 < probe_cap(qp) ? q->probe_ns * 2 : probe_cap(qp);
+		q->comp.recovering = false;
+		q->comp.probe_ns =
+		    q->comp.probe_ns * 2 < probe_cap(qp) ? q->comp.probe_ns * 2 : probe_cap(qp);
 		set_deadline(e, q);
 		if (placed_past_gap(e, qp, q)) {
 			/* the responder holds what it got past the oldest
 			 * packet (its NAK was lost, most likely): that one
 			 * alone, as after a NAK */
-			q->rec_mark = q->hpsn;
+			q->comp.rec_mark = q->req.hpsn;
 			resend_alone(e, qp, q);
 			return;
 		}
-		rewind_to(e, qp, q, q->una);
+		rewind_to(e, qp, q, q->comp.una);
 		req_run(e, qp, q);
 		return;
 	}
 	/* local ACK timeout (9.7.6.1.3): retry from the oldest unacknowledged PSN */
-	if (q->retry_left == 0) {
+	if (q->comp.retry_left == 0) {
 		fail_head(e, qp, q, IBV_WC_RETRY_EXC_ERR);
 		return;
 	}
-	q->retry_left--;
-	q->recovering = false;
-	q->deadline = 0;
-	rewind_to(e, qp, q, q->una);
+	q->comp.retry_left--;
+	q->comp.recovering = false;
+	q->comp.deadline = 0;
+	rewind_to(e, qp, q, q->comp.una);
 	req_run(e, qp, q);
-	if (!q->deadline)
+	if (!q->comp.deadline)
 		arm_timer(e, qp, q);
 }
 
@@ -1126,48 +1132,48 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 /* The WQEs posting threads sent since the engine last held the lock. */
 static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
-	uint32_t n = qp->wtx_spos - q->spos;
+	uint32_t n = qp->wtx_spos - q->req.spos;
 
-	if (!qp->wtx_ok || qp->wtx_gen != q->gen || !q->req_init || !n || n > q->swqe_cnt ||
-	    q->soff)
+	if (!qp->wtx_ok || qp->wtx_gen != q->gen || !q->req.req_init || !n || n > q->swqe_cnt ||
+	    q->req.soff)
 		return;
-	while (q->spos != qp->wtx_spos) {
-		struct sr_eng_swqe *sw = &q->swqe[q->spos & (q->swqe_cnt - 1)];
+	while (q->req.spos != qp->wtx_spos) {
+		struct sr_eng_swqe *sw = &q->swqe[q->req.spos & (q->swqe_cnt - 1)];
 		const struct sr_send_wqe *w;
 		uint32_t k;
 
-		sw->idx = q->spos;
+		sw->idx = q->req.spos;
 		sw->local_done = false;
 		sw->resp_off = 0;
-		sw->first_psn = q->npsn;
+		sw->first_psn = q->req.npsn;
 		/* a message of up to SR_WIRE_DIRECT_PKTS packets (shm/wire_tx.c);
 		 * a WQE its process rewrote since is held to what it could send */
-		w = sr_sq_wqe(e->arena, qp, q->spos);
+		w = sr_sq_wqe(e->arena, qp, q->req.spos);
 		k = npkts_of(qp, w);
 		sw->npkts = k >= 1 && k <= SR_WIRE_DIRECT_PKTS ? k : 1;
 		/* a READ (its responses' PSNs) or an atomic: outstanding, as
 		 * the engine counts its own (the grant wanted none out) */
 		sw->rd_atomic = sr_wr_rd_atomic(w->opcode);
 		if (sw->rd_atomic)
-			q->rd_out++;
+			q->comp.rd_out++;
 		sw->local_err = IBV_WC_SUCCESS;
-		q->npsn = sr_psn_add(q->npsn, sw->npkts);
-		q->spos++;
+		q->req.npsn = sr_psn_add(q->req.npsn, sw->npkts);
+		q->req.spos++;
 		note_high(q);
 	}
-	q->since_ack = 0;
-	q->direct_sent_at = e->now;
-	q->direct_at = e->now;
-	q->direct_wait = true;
-	q->direct_end = q->npsn;
-	if (!q->deadline)
+	q->req.since_ack = 0;
+	q->grant.direct_sent_at = e->now;
+	q->grant.direct_at = e->now;
+	q->grant.direct_wait = true;
+	q->grant.direct_end = q->req.npsn;
+	if (!q->comp.deadline)
 		arm_timer(e, qp, q);
 }
 
 void sr_eng_req_absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	absorb(e, qp, q);
-	if (q->deadline) /* their timers: as req_leave */
+	if (q->comp.deadline) /* their timers: as req_leave */
 		sr_eng_activate(e, q);
 }
 
@@ -1175,18 +1181,18 @@ static void req_enter(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 {
 	sr_shm_lock(&qp->wtx_lock);
 	absorb(e, qp, q);
-	q->dack_looked = false; /* an ACK waiting for a request: send_one */
-	qp->wtx_ok = 0;		/* until this turn's packets are out: sr_eng_req_grant */
+	q->req.dack_looked = false; /* an ACK waiting for a request: send_one */
+	qp->wtx_ok = 0;		    /* until this turn's packets are out: sr_eng_req_grant */
 }
 
 static void req_leave(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
 {
 	if (e->app_sent) /* a receive half's requests leave under the lock (app_sends) */
 		sr_eng_flush_tx(e);
-	if (q->deadline) /* armed by whoever held the lock: the timer walk's */
+	if (q->comp.deadline) /* armed by whoever held the lock: the timer walk's */
 		sr_eng_activate(e, q);
 	if (qp->type == IBV_QPT_RC) {
-		q->direct_at = e->now;
+		q->grant.direct_at = e->now;
 		sr_eng_grant_later(e, q);
 	}
 	sr_shm_unlock(&qp->wtx_lock);
@@ -1224,12 +1230,12 @@ void sr_eng_req_cnp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	req_enter(e, qp, q);
 	sr_eng_count(&e->cnt[SR_ENG_CNP_RX], 1);
 	if (qp->type == IBV_QPT_UC) {
-		sr_rate_cnp(&q->rate, e->now);
+		sr_rate_cnp(&q->req.rate, e->now);
 	} else {
-		uint32_t w = (q->win ? q->win : SR_ENG_WINDOW) / 2;
+		uint32_t w = (q->req.win ? q->req.win : SR_ENG_WINDOW) / 2;
 
-		q->win = w > SR_ENG_CNP_WIN_MIN ? w : SR_ENG_CNP_WIN_MIN;
-		q->clean = 0;
+		q->req.win = w > SR_ENG_CNP_WIN_MIN ? w : SR_ENG_CNP_WIN_MIN;
+		q->comp.clean = 0;
 	}
 	req_leave(e, qp, q);
 }
@@ -1238,8 +1244,8 @@ void sr_eng_req_cnp(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
  * whether they may send the next message themselves (one: wtx_room) */
 static void publish(struct sr_qp_shm *qp, const struct sr_eng_qp *q, bool ok)
 {
-	qp->wtx_spos = q->spos;
-	qp->wtx_npsn = q->npsn;
+	qp->wtx_spos = q->req.spos;
+	qp->wtx_npsn = q->req.npsn;
 	qp->wtx_room = ok ? 1 : 0;
 	qp->wtx_gen = q->gen;
 	qp->wtx_ok = ok;
@@ -1275,10 +1281,11 @@ bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q
 		return false;
 	sr_shm_lock(&qp->wtx_lock);
 	sr_eng_state_fresh(qp, q, gen, cnt);
-	if (!q->req_init && atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS &&
+	if (!q->req.req_init &&
+	    atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS &&
 	    qp->exec_pos == atomic_load_explicit(&qp->sq.head, memory_order_acquire)) {
 		req_init(qp, q);
-		q->direct_at = sr_eng_clock();
+		q->grant.direct_at = sr_eng_clock();
 		qp->wtx_unseen = 1;
 		publish(qp, q, true);
 		ok = true;
@@ -1292,7 +1299,7 @@ bool sr_eng_req_keep(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 	bool keep;
 
 	sr_shm_lock(&qp->wtx_lock);
-	keep = qp->wtx_ok && qp->wtx_gen == q->gen && q->req_init &&
+	keep = qp->wtx_ok && qp->wtx_gen == q->gen && q->req.req_init &&
 	       atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS &&
 	       qp->wtx_spos == atomic_load_explicit(&qp->sq.head, memory_order_acquire);
 	if (keep)
@@ -1313,14 +1320,14 @@ bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	/* the tick withdraws the grant of a QP idle for SR_ENG_GRANT_IDLE_NS
 	 * (signed: the daemon's RTS grant may be stamped after this turn's
 	 * clock) */
-	keep =
-	    !tick || (int64_t)(e->now - q->direct_at) < SR_ENG_GRANT_IDLE_NS || q->una != q->npsn;
+	keep = !tick || (int64_t)(e->now - q->grant.direct_at) < SR_ENG_GRANT_IDLE_NS ||
+	       q->comp.una != q->req.npsn;
 	absorb(e, qp, q);
 	if (tick && !e->app)
 		sr_eng_resp_handed_tick(e, qp, q);
-	if (q->deadline)
+	if (q->comp.deadline)
 		sr_eng_activate(e, q);
-	out = (uint32_t)sr_psn_diff(q->npsn, q->una);
+	out = (uint32_t)sr_psn_diff(q->req.npsn, q->comp.una);
 	/* only an idle requester: a posting thread sends one message per
 	 * syscall, the engine many (GSO, sendmmsg), so a stream of messages
 	 * is the engine's, and a ping-pong's messages leave from their thread */
@@ -1328,19 +1335,20 @@ bool sr_eng_req_grant(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	 * tick, also while a request is out (a receive half may take the
 	 * answer, and the posting thread's next request then needs a grant) */
 	stay = keep && qp->type == IBV_QPT_RC && qp->wire &&
-	       atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS && q->req_init;
-	ok = stay && !q->rnr_wait && !q->recovering && !q->regap && !q->soff &&
-	     q->spos == q->hspos && q->npsn == q->hpsn && !out && !q->rd_out && q->swqe_cnt &&
-	     e->now >= q->direct_quiet_until &&
+	       atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_RTS &&
+	       q->req.req_init;
+	ok = stay && !q->comp.rnr_wait && !q->comp.recovering && !q->comp.regap && !q->req.soff &&
+	     q->req.spos == q->req.hspos && q->req.npsn == q->req.hpsn && !out && !q->comp.rd_out &&
+	     q->swqe_cnt && e->now >= q->grant.direct_quiet_until &&
 	     !atomic_load_explicit(&h->wire_taps, memory_order_relaxed);
 	if (!e->app) { /* on the engine's list of granted QPs (engine.c) */
-		q->eng_granted = tick ? stay : sr_eng_slot_of(e, q)->granted || ok;
+		q->grant.eng_granted = tick ? stay : sr_eng_slot_of(e, q)->granted || ok;
 		if (ok)
 			qp->wtx_unseen = 0;
-	} else if (ok && !q->eng_granted) {
+	} else if (ok && !q->grant.eng_granted) {
 		/* the engine must hold the grant too: it takes in what
 		 * posting threads send, and so times their packets out */
-		q->run_wanted = true;
+		q->grant.run_wanted = true;
 		sr_eng_activate(e, q);
 	}
 	publish(qp, q, ok);

@@ -43,7 +43,7 @@ static void send_aeth(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	uint8_t h[SR_MAX_HDR_LEN];
 
 	sr_bth_put(h, opcode, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, false, psn);
-	sr_aeth_put(h + SR_BTH_LEN, syndrome, q->msn);
+	sr_aeth_put(h + SR_BTH_LEN, syndrome, q->resp.msn);
 	if (elen)
 		memcpy(h + SR_BTH_LEN + SR_AETH_LEN, extra, elen);
 	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,
@@ -64,7 +64,7 @@ static void ack_later(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 {
 	struct sr_eng_slot *s = sr_eng_slot_of(e, q);
 
-	q->ack_due = true;
+	q->resp.ack_due = true;
 	s->ack_qp = qp;
 	if (s->on_ack)
 		return;
@@ -217,8 +217,8 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	struct sr_eng_dack *d = &s->dack;
 	bool ok;
 
-	if (!e->dack_ns || qp->type != IBV_QPT_RC || !q->direct_sent_at ||
-	    e->now - q->direct_sent_at > SR_ENG_DACK_RECENT_NS ||
+	if (!e->dack_ns || qp->type != IBV_QPT_RC || !q->grant.direct_sent_at ||
+	    e->now - q->grant.direct_sent_at > SR_ENG_DACK_RECENT_NS ||
 	    atomic_load_explicit(&h->wire_taps, memory_order_relaxed))
 		return false;
 	/* A receive half's ACK waits only for a WRITE: its initiator, once
@@ -229,7 +229,7 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	 * poll, sr_eng_resp_dacks) or, if it stops polling, the engine's
 	 * grant tick does (sr_eng_resp_handed_tick): only while the engine
 	 * holds the grant. */
-	if (e->app && (!q->eng_granted || q->ack_send))
+	if (e->app && (!q->grant.eng_granted || q->resp.ack_send))
 		return false;
 	/* An owner that may wait for completion events answers after a
 	 * wake-up, tens of microseconds later: the ACK goes now, as an HCA's
@@ -248,11 +248,11 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	 * cannot be taken in (the engine in the middle of a WQE, no grant)
 	 * sends it now (the caller). */
 	sr_eng_req_absorb(e, qp, q);
-	ok = q->req_init && qp->wtx_spos == q->spos;
+	ok = q->req.req_init && qp->wtx_spos == q->req.spos;
 	if (ok) {
 		qp->wtx_ack = 1;
 		qp->wtx_ack_psn = psn;
-		qp->wtx_ack_msn = q->msn;
+		qp->wtx_ack_msn = q->resp.msn;
 		qp->wtx_ack_gen = q->gen; /* a reset QP's posting threads never take it */
 		qp->wtx_ack_at = e->now;
 	}
@@ -266,7 +266,7 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	d->gen = s->gen;
 	d->dest_qpn = qp->dest_qpn;
 	d->psn = psn;
-	d->msn = q->msn;
+	d->msn = q->resp.msn;
 	memcpy(d->sgid, qp->sgid, 16);
 	memcpy(d->dgid, qp->dgid, 16);
 	if (!d->linked) {
@@ -359,9 +359,9 @@ void sr_eng_resp_acks(struct sr_engine *e)
 		if (!q || !sr_eng_qp_is(e, qp, q))
 			continue;
 		sr_shm_lock(&qp->wtx_lock);
-		if (q->ack_due) {
-			q->ack_due = false;
-			psn = sr_psn_add(q->epsn, SR_PSN_MASK);
+		if (q->resp.ack_due) {
+			q->resp.ack_due = false;
+			psn = sr_psn_add(q->resp.epsn, SR_PSN_MASK);
 			if (!ack_defer(e, qp, q, psn)) {
 				if (s->dack.valid) /* this one supersedes a handed one */
 					dack_withdraw(qp, &s->dack);
@@ -393,7 +393,7 @@ static uint8_t nak_of(enum ibv_wc_status st)
 static void fail(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
 		 const struct sr_pkt *p, enum ibv_wc_status st)
 {
-	q->cur_op = 0xff;
+	q->resp.cur_op = 0xff;
 	if (!sr_qpt_reliable(qp->type))
 		return;
 	send_nak(e, qp, q, p->bth.psn, nak_of(st));
@@ -454,8 +454,8 @@ static void do_read(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		return;
 	}
 	if (!dup) {
-		q->msn++;
-		q->epsn = sr_psn_add(q->epsn, read_npkts(qp, p->dma_len));
+		q->resp.msn++;
+		q->resp.epsn = sr_psn_add(q->resp.epsn, read_npkts(qp, p->dma_len));
 	}
 	read_respond(e, qp, q, p->bth.psn, src, p->dma_len);
 }
@@ -482,8 +482,8 @@ static void do_atomic(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 
 	if (dup) {
 		for (unsigned i = 0; i < SR_ENG_REPLAY; i++)
-			if (q->replay[i].valid && q->replay[i].psn == p->bth.psn) {
-				atomic_ack(e, qp, q, p->bth.psn, q->replay[i].orig);
+			if (q->resp.replay[i].valid && q->resp.replay[i].psn == p->bth.psn) {
+				atomic_ack(e, qp, q, p->bth.psn, q->resp.replay[i].orig);
 				return;
 			}
 		return; /* older than the cache holds: the requester has its answer */
@@ -500,12 +500,12 @@ static void do_atomic(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		fail(e, qp, q, p, st);
 		return;
 	}
-	q->replay[q->replay_next].psn = p->bth.psn;
-	q->replay[q->replay_next].orig = orig;
-	q->replay[q->replay_next].valid = true;
-	q->replay_next = (q->replay_next + 1) % SR_ENG_REPLAY;
-	q->msn++;
-	q->epsn = sr_psn_add(q->epsn, 1);
+	q->resp.replay[q->resp.replay_next].psn = p->bth.psn;
+	q->resp.replay[q->resp.replay_next].orig = orig;
+	q->resp.replay[q->resp.replay_next].valid = true;
+	q->resp.replay_next = (q->resp.replay_next + 1) % SR_ENG_REPLAY;
+	q->resp.msn++;
+	q->resp.epsn = sr_psn_add(q->resp.epsn, 1);
 	atomic_ack(e, qp, q, p->bth.psn, orig);
 }
 
@@ -546,7 +546,7 @@ static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 	enum ibv_wc_status st;
 	int r;
 
-	if (first && last && !q->have_ticket) {
+	if (first && last && !q->resp.have_ticket) {
 		/* one packet: exactly the same-host delivery (the sender's type:
 		 * an XRC target's peer is an XRC_SEND QP) */
 		struct sr_send_wqe w = {.opcode = wr_opcode_of(p),
@@ -567,27 +567,27 @@ static int do_send(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		}
 		return 0;
 	}
-	if (first && !q->have_ticket) {
-		q->ticket.srqn = p->xrc_srqn;
-		r = sr_resp_recv_take(e->ctx, qp, rc, &q->ticket);
+	if (first && !q->resp.have_ticket) {
+		q->resp.ticket.srqn = p->xrc_srqn;
+		r = sr_resp_recv_take(e->ctx, qp, rc, &q->resp.ticket);
 		if (r == -EINVAL) {
 			fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR); /* A14: no SRQ of the domain */
 			return 0;
 		}
 		if (r)
 			return rc ? -EAGAIN : (sr_eng_count(&e->drops[SR_DROP_NOBUF], 1), 0);
-		q->have_ticket = true;
+		q->resp.have_ticket = true;
 	}
 	if (first)
-		q->cur_off = 0;
-	st = sr_resp_recv_put(e->ctx, qp, &q->ticket, q->cur_off, p->payload, p->paylen);
-	q->cur_off += p->paylen;
+		q->resp.cur_off = 0;
+	st = sr_resp_recv_put(e->ctx, qp, &q->resp.ticket, q->resp.cur_off, p->payload, p->paylen);
+	q->resp.cur_off += p->paylen;
 	if (st != IBV_WC_SUCCESS || last) {
 		enum ibv_wc_status done;
 
-		q->have_ticket = false;
-		done = sr_resp_recv_finish(e->ctx, qp, &q->ticket, st, wr_opcode_of(p),
-					   (uint32_t)q->cur_off,
+		q->resp.have_ticket = false;
+		done = sr_resp_recv_finish(e->ctx, qp, &q->resp.ticket, st, wr_opcode_of(p),
+					   (uint32_t)q->resp.cur_off,
 					   (p->op->flags & SR_OPF_IETH) ? p->inv_rkey : p->imm_be,
 					   qp->dest_qpn, p->bth.flags & SR_BTH_SE, false);
 		if (done != IBV_WC_SUCCESS)
@@ -605,40 +605,40 @@ static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	int r;
 
 	if (first) {
-		q->wr_va = p->va;
-		q->wr_rkey = p->rkey;
-		q->wr_left = p->dma_len;
-		q->wr_srqn = p->xrc_srqn;
-		q->cur_off = 0;
-		if (!sr_resp_xrc_ok(e->ctx, qp, q->wr_srqn)) {
+		q->resp.wr_va = p->va;
+		q->resp.wr_rkey = p->rkey;
+		q->resp.wr_left = p->dma_len;
+		q->resp.wr_srqn = p->xrc_srqn;
+		q->resp.cur_off = 0;
+		if (!sr_resp_xrc_ok(e->ctx, qp, q->resp.wr_srqn)) {
 			fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR); /* A14: no SRQ of the domain */
 			return 0;
 		}
-		if (!sr_resp_rkey(e->ctx, qp, q->wr_srqn, p->rkey, p->va, p->dma_len,
+		if (!sr_resp_rkey(e->ctx, qp, q->resp.wr_srqn, p->rkey, p->va, p->dma_len,
 				  IBV_ACCESS_REMOTE_WRITE, &dst)) {
 			fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
 			return 0;
 		}
 	}
-	if (p->paylen > q->wr_left || (last && p->paylen != q->wr_left)) {
+	if (p->paylen > q->resp.wr_left || (last && p->paylen != q->resp.wr_left)) {
 		fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR); /* DMA length mismatch */
 		return 0;
 	}
 	/* the immediate needs a receive WQE: find out before writing (RNR) */
-	if (last && (p->op->flags & SR_OPF_IMMDT) && !q->have_ticket) {
-		q->ticket.srqn = q->wr_srqn;
-		r = sr_resp_recv_take(e->ctx, qp, rc, &q->ticket);
+	if (last && (p->op->flags & SR_OPF_IMMDT) && !q->resp.have_ticket) {
+		q->resp.ticket.srqn = q->resp.wr_srqn;
+		r = sr_resp_recv_take(e->ctx, qp, rc, &q->resp.ticket);
 		if (r == -EINVAL) {
 			fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR);
 			return 0;
 		}
 		if (r)
 			return rc ? -EAGAIN : (sr_eng_count(&e->drops[SR_DROP_NOBUF], 1), 0);
-		q->have_ticket = true;
+		q->resp.have_ticket = true;
 	}
 	if (p->paylen) {
-		if (!sr_resp_rkey(e->ctx, qp, q->wr_srqn, q->wr_rkey, q->wr_va, p->paylen,
-				  IBV_ACCESS_REMOTE_WRITE, &dst)) {
+		if (!sr_resp_rkey(e->ctx, qp, q->resp.wr_srqn, q->resp.wr_rkey, q->resp.wr_va,
+				  p->paylen, IBV_ACCESS_REMOTE_WRITE, &dst)) {
 			fail(e, qp, q, p, IBV_WC_REM_ACCESS_ERR);
 			return 0;
 		}
@@ -646,14 +646,14 @@ static int do_write(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		 * a peer polling the final byte may write it right after */
 		sr_copy(dst, p->payload, p->paylen);
 	}
-	q->wr_va += p->paylen;
-	q->wr_left -= p->paylen;
-	q->cur_off += p->paylen;
+	q->resp.wr_va += p->paylen;
+	q->resp.wr_left -= p->paylen;
+	q->resp.cur_off += p->paylen;
 	if (last && (p->op->flags & SR_OPF_IMMDT)) {
-		q->have_ticket = false;
-		sr_resp_recv_finish(e->ctx, qp, &q->ticket, IBV_WC_SUCCESS,
-				    IBV_WR_RDMA_WRITE_WITH_IMM, (uint32_t)q->cur_off, p->imm_be,
-				    qp->dest_qpn, p->bth.flags & SR_BTH_SE, false);
+		q->resp.have_ticket = false;
+		sr_resp_recv_finish(e->ctx, qp, &q->resp.ticket, IBV_WC_SUCCESS,
+				    IBV_WR_RDMA_WRITE_WITH_IMM, (uint32_t)q->resp.cur_off,
+				    p->imm_be, qp->dest_qpn, p->bth.flags & SR_BTH_SE, false);
 	}
 	return 0;
 }
@@ -665,9 +665,9 @@ static bool sequence_ok(const struct sr_eng_qp *q, const struct sr_pkt *p)
 	uint32_t f = p->op->flags, kind = f & (SR_OPF_SEND | SR_OPF_WRITE);
 
 	if (f & SR_OPF_FIRST)
-		return q->cur_op == 0xff;
-	return q->cur_op != 0xff &&
-	       (sr_opcode_info[q->cur_op].flags & (SR_OPF_SEND | SR_OPF_WRITE)) == kind;
+		return q->resp.cur_op == 0xff;
+	return q->resp.cur_op != 0xff &&
+	       (sr_opcode_info[q->resp.cur_op].flags & (SR_OPF_SEND | SR_OPF_WRITE)) == kind;
 }
 
 static void duplicate(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
@@ -701,7 +701,7 @@ static bool placed(const struct sr_eng_qp *q, uint32_t psn)
 {
 	uint32_t b = psn % SR_ENG_OOO;
 
-	return q->ooo[b / 64] >> (b % 64) & 1;
+	return q->resp.ooo[b / 64] >> (b % 64) & 1;
 }
 
 static uint32_t write_pkts(uint64_t len, uint32_t mtu)
@@ -715,11 +715,12 @@ static void ahead_trim(struct sr_eng_qp *q)
 {
 	uint32_t n = 0;
 
-	while (n < q->ahead_n && sr_psn_diff(q->ahead[n].psn, q->epsn) < 0)
+	while (n < q->resp.ahead_n && sr_psn_diff(q->resp.ahead[n].psn, q->resp.epsn) < 0)
 		n++;
 	if (n) {
-		q->ahead_n -= n;
-		memmove(&q->ahead[0], &q->ahead[n], q->ahead_n * sizeof(q->ahead[0]));
+		q->resp.ahead_n -= n;
+		memmove(&q->resp.ahead[0], &q->resp.ahead[n],
+			q->resp.ahead_n * sizeof(q->resp.ahead[0]));
 	}
 }
 
@@ -743,18 +744,19 @@ static struct sr_eng_ahead *begin_ahead(struct sr_engine *e, struct sr_qp_shm *q
 	struct sr_eng_ahead *a;
 	void *dst = NULL;
 
-	if (q->ahead_n) {
-		a = &q->ahead[q->ahead_n - 1];
-		end = (uint32_t)sr_psn_diff(sr_psn_add(a->psn, write_pkts(a->len, mtu)), q->epsn);
+	if (q->resp.ahead_n) {
+		a = &q->resp.ahead[q->resp.ahead_n - 1];
+		end = (uint32_t)sr_psn_diff(sr_psn_add(a->psn, write_pkts(a->len, mtu)),
+					    q->resp.epsn);
 	}
-	if (d != end || q->ahead_n == SR_ENG_AHEAD || !p->dma_len ||
+	if (d != end || q->resp.ahead_n == SR_ENG_AHEAD || !p->dma_len ||
 	    ((f & SR_OPF_LAST) ? p->paylen != p->dma_len || p->paylen > mtu
 			       : p->paylen != mtu || p->dma_len <= mtu) ||
 	    !sr_resp_xrc_ok(e->ctx, qp, p->xrc_srqn) ||
 	    !sr_resp_rkey(e->ctx, qp, p->xrc_srqn, p->rkey, p->va, p->dma_len,
 			  IBV_ACCESS_REMOTE_WRITE, &dst))
 		return NULL; /* the in-order pass reports what is wrong */
-	a = &q->ahead[q->ahead_n++];
+	a = &q->resp.ahead[q->resp.ahead_n++];
 	a->psn = p->bth.psn;
 	a->len = p->dma_len;
 	a->va = p->va;
@@ -773,25 +775,26 @@ static void place_ahead(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 	void *dst = NULL;
 
 	/* not one with immediate data (it completes a receive WQE) */
-	if (d >= SR_ENG_OOO || !(f & SR_OPF_WRITE) || (f & SR_OPF_IMMDT) || q->cur_op == 0xff ||
-	    !(sr_opcode_info[q->cur_op].flags & SR_OPF_WRITE) || placed(q, p->bth.psn))
+	if (d >= SR_ENG_OOO || !(f & SR_OPF_WRITE) || (f & SR_OPF_IMMDT) ||
+	    q->resp.cur_op == 0xff || !(sr_opcode_info[q->resp.cur_op].flags & SR_OPF_WRITE) ||
+	    placed(q, p->bth.psn))
 		return;
 	ahead_trim(q);
-	cur_pkts = write_pkts(q->wr_left, mtu);
+	cur_pkts = write_pkts(q->resp.wr_left, mtu);
 	if (d < cur_pkts) { /* the WRITE in progress: wr_va is epsn's byte */
-		va = q->wr_va;
-		total = q->wr_left;
-		rkey = q->wr_rkey;
-		srqn = q->wr_srqn;
+		va = q->resp.wr_va;
+		total = q->resp.wr_left;
+		rkey = q->resp.wr_rkey;
+		srqn = q->resp.wr_srqn;
 		k = d;
 	} else {
 		const struct sr_eng_ahead *a = NULL;
 
-		for (uint32_t i = 0; i < q->ahead_n && !a; i++) {
-			uint32_t at = (uint32_t)sr_psn_diff(p->bth.psn, q->ahead[i].psn);
+		for (uint32_t i = 0; i < q->resp.ahead_n && !a; i++) {
+			uint32_t at = (uint32_t)sr_psn_diff(p->bth.psn, q->resp.ahead[i].psn);
 
-			if (at < write_pkts(q->ahead[i].len, mtu))
-				a = &q->ahead[i];
+			if (at < write_pkts(q->resp.ahead[i].len, mtu))
+				a = &q->resp.ahead[i];
 		}
 		if (!a && (f & SR_OPF_FIRST))
 			a = begin_ahead(e, qp, q, p, d, cur_pkts);
@@ -815,26 +818,26 @@ static void place_ahead(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 	if (!sr_resp_rkey(e->ctx, qp, srqn, rkey, va + off, len, IBV_ACCESS_REMOTE_WRITE, &dst))
 		return; /* the in-order pass reports it */
 	sr_copy(dst, p->payload, len);
-	q->ooo[b / 64] |= 1ull << (b % 64);
-	q->ooo_n++;
+	q->resp.ooo[b / 64] |= 1ull << (b % 64);
+	q->resp.ooo_n++;
 	sr_eng_count(&e->cnt[SR_ENG_OOO_PLACED], 1);
 }
 
 /* The walk reaches a WRITE that began past the gap: it is in progress. */
 static bool take_ahead(struct sr_eng_qp *q)
 {
-	const struct sr_eng_ahead *a = &q->ahead[0];
+	const struct sr_eng_ahead *a = &q->resp.ahead[0];
 
 	ahead_trim(q);
-	if (!q->ahead_n || a->psn != q->epsn)
+	if (!q->resp.ahead_n || a->psn != q->resp.epsn)
 		return false;
-	q->cur_op = a->op;
-	q->wr_va = a->va;
-	q->wr_left = a->len;
-	q->wr_rkey = a->rkey;
-	q->wr_srqn = a->srqn;
-	q->cur_off = 0;
-	memmove(&q->ahead[0], &q->ahead[1], --q->ahead_n * sizeof(q->ahead[0]));
+	q->resp.cur_op = a->op;
+	q->resp.wr_va = a->va;
+	q->resp.wr_left = a->len;
+	q->resp.wr_rkey = a->rkey;
+	q->resp.wr_srqn = a->srqn;
+	q->resp.cur_off = 0;
+	memmove(&q->resp.ahead[0], &q->resp.ahead[1], --q->resp.ahead_n * sizeof(q->resp.ahead[0]));
 	return true;
 }
 
@@ -846,22 +849,22 @@ static void take_placed(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng
 	uint32_t mtu = sr_mtu_bytes(qp->path_mtu);
 	bool moved = false;
 
-	while (q->ooo_n && placed(q, q->epsn)) {
-		uint32_t b = q->epsn % SR_ENG_OOO, len;
+	while (q->resp.ooo_n && placed(q, q->resp.epsn)) {
+		uint32_t b = q->resp.epsn % SR_ENG_OOO, len;
 
-		if (q->cur_op == 0xff && !take_ahead(q))
+		if (q->resp.cur_op == 0xff && !take_ahead(q))
 			break;
-		len = q->wr_left < mtu ? q->wr_left : mtu;
-		q->ooo[b / 64] &= ~(1ull << (b % 64));
-		q->ooo_n--;
-		q->wr_va += len;
-		q->wr_left -= len;
-		q->cur_off += len;
-		q->epsn = sr_psn_add(q->epsn, 1);
+		len = q->resp.wr_left < mtu ? q->resp.wr_left : mtu;
+		q->resp.ooo[b / 64] &= ~(1ull << (b % 64));
+		q->resp.ooo_n--;
+		q->resp.wr_va += len;
+		q->resp.wr_left -= len;
+		q->resp.cur_off += len;
+		q->resp.epsn = sr_psn_add(q->resp.epsn, 1);
 		moved = true;
-		if (!q->wr_left) {
-			q->cur_op = 0xff;
-			q->msn++;
+		if (!q->resp.wr_left) {
+			q->resp.cur_op = 0xff;
+			q->resp.msn++;
 		}
 	}
 	if (moved)
@@ -880,14 +883,14 @@ static void resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
 	}
-	if (!q->resp_init) {
-		q->epsn = qp->rq_psn;
-		q->ooo_n = 0;
-		memset(q->ooo, 0, sizeof(q->ooo));
-		q->ahead_n = 0;
-		q->resp_init = true;
+	if (!q->resp.resp_init) {
+		q->resp.epsn = qp->rq_psn;
+		q->resp.ooo_n = 0;
+		memset(q->resp.ooo, 0, sizeof(q->resp.ooo));
+		q->resp.ahead_n = 0;
+		q->resp.resp_init = true;
 	}
-	d = sr_psn_diff(p->bth.psn, q->epsn);
+	d = sr_psn_diff(p->bth.psn, q->resp.epsn);
 	if (rc && d < 0) {
 		duplicate(e, qp, q, p);
 		return;
@@ -895,9 +898,9 @@ static void resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	if (rc && d > 0) {
 		place_ahead(e, qp, q, p, (uint32_t)d);
 		/* C9-114: one NAK per gap, until the expected packet comes */
-		if (!q->nak_sent) {
-			send_nak(e, qp, q, q->epsn, SR_AETH_NAK | SR_NAK_PSN_SEQ);
-			q->nak_sent = true;
+		if (!q->resp.nak_sent) {
+			send_nak(e, qp, q, q->resp.epsn, SR_AETH_NAK | SR_NAK_PSN_SEQ);
+			q->resp.nak_sent = true;
 		}
 		sr_eng_count(&e->drops[SR_DROP_PSN], 1);
 		return;
@@ -905,19 +908,19 @@ static void resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	if (!rc && d != 0) {
 		/* UC (9.8.3): a lost packet loses its message; resynchronise
 		 * on the next FIRST or ONLY, keeping a receive WQE taken */
-		q->cur_op = 0xff;
-		q->epsn = p->bth.psn;
+		q->resp.cur_op = 0xff;
+		q->resp.epsn = p->bth.psn;
 	}
 	if (!sequence_ok(q, p)) {
 		if (rc) {
 			fail(e, qp, q, p, IBV_WC_REM_INV_REQ_ERR);
 		} else {
-			q->epsn = sr_psn_add(p->bth.psn, 1);
+			q->resp.epsn = sr_psn_add(p->bth.psn, 1);
 			sr_eng_count(&e->drops[SR_DROP_OPCODE], 1);
 		}
 		return;
 	}
-	q->nak_sent = false;
+	q->resp.nak_sent = false;
 	if ((f & SR_OPF_READ) || (f & SR_OPF_ATOMIC)) {
 		if (f & SR_OPF_READ) {
 			if (!(qp->access & IBV_ACCESS_REMOTE_READ) && p->dma_len) {
@@ -935,26 +938,26 @@ static void resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		return;
 	}
 	if (f & SR_OPF_FIRST)
-		q->cur_op = p->bth.opcode;
+		q->resp.cur_op = p->bth.opcode;
 	r = (f & SR_OPF_SEND) ? do_send(e, qp, q, p) : do_write(e, qp, q, p);
 	if (r == -EAGAIN) {
 		/* 9.7.5.2.8: RNR NAK with our timer; the requester retries this PSN */
 		if (f & SR_OPF_FIRST)
-			q->cur_op = 0xff;
+			q->resp.cur_op = 0xff;
 		send_nak(e, qp, q, p->bth.psn, SR_AETH_RNR_NAK | (qp->min_rnr_timer & 0x1f));
 		return;
 	}
 	if (atomic_load_explicit(&qp->state, memory_order_acquire) == IBV_QPS_ERR)
 		return; /* failed above */
-	q->epsn = sr_psn_add(q->epsn, 1);
+	q->resp.epsn = sr_psn_add(q->resp.epsn, 1);
 	if (f & SR_OPF_LAST) {
-		q->cur_op = 0xff;
-		q->msn++;
+		q->resp.cur_op = 0xff;
+		q->resp.msn++;
 	}
-	if (q->ooo_n)
+	if (q->resp.ooo_n)
 		take_placed(e, qp, q);
 	if (rc && (p->bth.ackreq || (f & SR_OPF_LAST))) {
-		q->ack_send = (f & SR_OPF_SEND) != 0;
+		q->resp.ack_send = (f & SR_OPF_SEND) != 0;
 		ack_later(e, qp, q);
 	}
 }
@@ -970,9 +973,9 @@ static void notify_congestion(struct sr_engine *e, struct sr_qp_shm *qp, struct 
 {
 	uint8_t h[SR_CNP_HDR_LEN];
 
-	if (!e->congested || (q->cnp_at && e->now - q->cnp_at < SR_ENG_CNP_GAP_NS))
+	if (!e->congested || (q->resp.cnp_at && e->now - q->resp.cnp_at < SR_ENG_CNP_GAP_NS))
 		return;
-	q->cnp_at = e->now;
+	q->resp.cnp_at = e->now;
 	sr_cnp_put(h, qp->dest_qpn);
 	sr_eng_count(&e->cnt[SR_ENG_CNP_TX], 1);
 	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,

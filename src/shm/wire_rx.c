@@ -243,7 +243,9 @@ static void hand_over(struct rx_half *r)
 			continue;
 		sr_shm_lock(&qp->wtx_lock);
 		/* a timer the engine will not look at in time, or requests to send */
-		need = q->run_wanted || (q->deadline && (!q->eng_due || q->deadline < q->eng_due));
+		need = q->grant.run_wanted ||
+		       (q->comp.deadline &&
+			(!q->grant.eng_due || q->comp.deadline < q->grant.eng_due));
 		sr_shm_unlock(&qp->wtx_lock);
 		if (need)
 			ring(r, qp);

@@ -386,7 +386,7 @@ static void one_packet(uint8_t sel, uint8_t flags, const uint8_t *b, uint32_t n)
 		sgid[15] ^= 0x40; /* not the QP's peer */
 	if (qp && (flags & 3)) {
 		struct sr_eng_qp *q = sr_eng_qp_get(fz_eng, qp);
-		uint32_t psn = q ? ((flags & 1) ? q->epsn : q->una) : 0;
+		uint32_t psn = q ? ((flags & 1) ? q->resp.epsn : q->comp.una) : 0;
 
 		buf[9] = (uint8_t)(psn >> 16);
 		buf[10] = (uint8_t)(psn >> 8);
