@@ -308,8 +308,7 @@ int main(int argc, char **argv)
 	side_rc_connect(c.dev, c.qp, gidx, c.peer.gid, c.peer.qpn, c.peer.psn, me.psn,
 			IBV_ACCESS_REMOTE_WRITE, 0);
 	/* for a failure's record: which QPs (softrdma status, unknown_qpn) */
-	printf("%s: QPN 0x%06x, peer's 0x%06x\n", server ? "server" : "client", me.qpn,
-	       c.peer.qpn);
+	printf("%s: QPN 0x%06x, peer's 0x%06x\n", server ? "server" : "client", me.qpn, c.peer.qpn);
 	xchg(s, &done, &peer_done, 1); /* both sides in RTS */
 
 	for (uint64_t i = 1; i <= rounds; i++) {
