@@ -13,7 +13,7 @@ src=$root/src
 list=$src/modules.txt
 [ -r "$list" ] || { echo "check-includes: no $list" >&2; exit 2; }
 
-declare -A public known seen
+declare -A public=() known=() seen=()
 while read -r first rest; do
 	case $first in '' | '#'*) continue ;; esac
 	if [ "$first" = cross ]; then

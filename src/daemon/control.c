@@ -1,6 +1,6 @@
 /*
  * `softrdma fault` and `softrdma trace`: the daemon's side.  The spec is
- * parsed here (engine/fault.h) and handed to the RoCEv2 engine through its
+ * parsed here (transport/fault.h) and handed to the RoCEv2 engine through its
  * control mailbox (engine/ctl.h); a capture file comes as a descriptor the
  * CLI opened (so it is created with the user's own rights, in the user's
  * directory), reopened here through /proc/self/fd as a pcap writer that

@@ -16,7 +16,7 @@
 
 #include "core/log.h"
 #include "daemon/daemon.h"
-#include "engine/doorbell.h"
+#include "core/doorbell.h"
 
 #define SR_HEAP_MIN_SHIFT 8
 #define SR_HEAP_CLASSES	  32

@@ -18,13 +18,14 @@
 #include "core/shmlock.h"
 #include "daemon/objects.h"
 #include "engine/engine.h"
+#include "transport/transport.h"
 #include "wire/gid.h"
 
 /*
  * The member of the RoCEv2 engine's receive socket group that c's QPs'
  * datagrams are steered to (layout.h, SR_RX_MEMBERS; their QPNs name it):
  * one of its own from its first QP while one is free, so that its polling
- * threads read only its own datagrams (shm/wire_rx.c); else the engine's
+ * threads read only its own datagrams (datapath/wire_rx.c); else the engine's
  * (0).  Members go round, so that a freed one is not reused at once (late
  * datagrams for its old QPs find unknown QPNs).
  */
@@ -61,7 +62,7 @@ void sr_rx_member_release(struct sr_daemon *d, struct sr_client *c)
 	sr_engine_kick(); /* it reads the member from now on */
 }
 
-/* A receive half reads its member (shm/wire_rx.c). */
+/* A receive half reads its member (datapath/wire_rx.c). */
 int sr_op_wire_rx(struct sr_daemon *d, struct sr_client *c, const struct sr_req *req,
 		  struct sr_op_io *io)
 {
@@ -414,7 +415,7 @@ static void qp_modify_apply(struct sr_daemon *d, struct sr_qp_shm *qp, const str
  * wtx_lock before sq_lock): an RC QP to another host that can now send
  * has its requester set up and its posting threads granted before the
  * move returns, so that the connection's first message leaves from the
- * thread that posts it (engine/req.c, sr_eng_req_rts).  The engine is not
+ * thread that posts it (transport/req.c, sr_eng_req_rts).  The engine is not
  * rung: woken now, it would meet the application's first post half done
  * and send that WQE itself; the posting thread rings it after its send. */
 static void wire_rts(struct sr_daemon *d, const struct sr_obj *o, struct sr_qp_shm *qp,
@@ -685,7 +686,7 @@ int sr_op_destroy_qp(struct sr_daemon *d, struct sr_client *c, const struct sr_r
 }
 
 /* A connected QP's responder over the wire: the engine answers a repeat
- * of its last message after it is gone (engine/resp.c, sr_eng_resp_gone).
+ * of its last message after it is gone (transport/resp.c, sr_eng_resp_gone).
  * Read under the QP's lock, which the daemon never waits for: a holder
  * that died is taken over, a live one (the engine, a polling thread) is
  * given a few turns, and a stopped one leaves nothing noted. */

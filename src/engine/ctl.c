@@ -14,9 +14,9 @@
 #include "core/log.h"
 #include "core/shmlock.h"
 #include "engine/ctl.h"
-#include "engine/engine.h"
+#include "engine/internal.h"
 #include "shm/exec.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 #include "wire/pcap.h"
 
 enum ctl_kind { CTL_FAULT = 1, CTL_TRACE, CTL_SNAP };

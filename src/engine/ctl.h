@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/fault.h"
+#include "transport/fault.h"
 
 struct sr_engine;
 struct sr_pcap;

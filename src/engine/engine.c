@@ -1,10 +1,11 @@
 /*
- * The RoCEv2 engine's thread (see engine.h): its context, its sockets, its
- * loop.  It sleeps in epoll when there is nothing to do (no doorbell, no
- * datagram, no timer due), so an idle host costs nothing; a doorbell from a
- * posting process, a datagram or the earliest retransmission deadline wakes
- * it.  Each turn of the loop is one reader section (shm/epoch.h): the QPs,
- * CQs and mappings it uses stay valid until it is over.
+ * The RoCEv2 engine's thread (engine.h): its context, its sockets, its
+ * loop, in which it runs the transport (src/transport) for the host.  It
+ * sleeps in epoll when there is nothing to do (no doorbell, no datagram,
+ * no timer due), so an idle host costs nothing; a doorbell from a posting
+ * process, a datagram or the earliest retransmission deadline wakes it.
+ * Each turn of the loop is one reader section (shm/epoch.h): the QPs, CQs
+ * and mappings it uses stay valid until it is over.
  *
  * Sockets: one AF_INET6 dual-stack socket bound to port 4791 receives
  * (IPv4 arrives as IPv4-mapped addresses, which is what a RoCEv2 GID of an
@@ -34,16 +35,16 @@
 #include "core/log.h"
 #include "core/shmlock.h"
 #include "engine/ctl.h"
-#include "engine/doorbell.h"
-#include "engine/fault.h"
-#include "engine/rx_member.h"
+#include "core/doorbell.h"
+#include "transport/fault.h"
+#include "transport/rx_member.h"
 #include "core/daemon_link.h"
 #include "core/idalloc.h"
-#include "engine/engine.h"
+#include "engine/internal.h"
 #include "shm/epoch.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 #include "wire/icrc.h"
 #include "wire/udp.h"
 
@@ -309,7 +310,7 @@ static void run_gone(struct sr_engine *e)
 
 /*
  * Datagrams a receive half read but only the engine takes (QP1's MADs,
- * multicast: shm/wire_rx.c), processed as if from the socket.
+ * multicast: datapath/wire_rx.c), processed as if from the socket.
  */
 static void run_rxfwd(struct sr_engine *e)
 {
@@ -369,7 +370,7 @@ static bool polled(const struct sr_engine *e, unsigned m, struct sr_rx_member *m
 }
 
 /*
- * Which members are left to receive halves (shm/wire_rx.c): while a thread
+ * Which members are left to receive halves (datapath/wire_rx.c): while a thread
  * of the process a member belongs to polled a CQ within SR_ENG_RX_LEND_NS
  * (it reads the member then, and runs this code on what it gets), its
  * threads having polled for SR_ENG_RX_STREAK_NS without a break, or one
@@ -728,14 +729,13 @@ static int engine_db_fd = -1;
 
 static int context_open(struct sr_engine *e, int sock)
 {
-	struct sr_context *ctx = calloc(1, sizeof(*ctx));
+	struct sr_devctx *ctx = calloc(1, sizeof(*ctx));
 	int arena_fd = -1, ret;
 
 	if (!ctx)
 		return -ENOMEM;
 	ctx->sock = sock;
 	pthread_mutex_init(&ctx->sock_lock, NULL);
-	pthread_mutex_init(&ctx->lock, NULL);
 	char why[256];
 
 	ret = sr_daemon_hello(sock, false, &ctx->dev, &arena_fd, why, sizeof(why));

@@ -15,8 +15,8 @@
 
 #include "core/log.h"
 #include "engine/ctl.h"
-#include "engine/engine.h"
-#include "engine/fault.h"
+#include "engine/internal.h"
+#include "transport/fault.h"
 #include "wire/icrc.h"
 
 const char *const sr_fault_kind_name[SR_FK_MAX] = {"drop", "dup", "reorder", "corrupt", "delay"};

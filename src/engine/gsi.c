@@ -9,8 +9,8 @@
  * state machine, the same one that serves connections within the host.
  *
  * Two ways, one code.  As a rule the daemon's thread does both itself, as
- * a posting thread and a receive half do for a process's QPs (shm/wire_tx.c,
- * shm/wire_rx.c), on an sr_engine of its own whose counters go into the
+ * a posting thread and a receive half do for a process's QPs (datapath/wire_tx.c,
+ * datapath/wire_rx.c), on an sr_engine of its own whose counters go into the
  * host's: it sends from a socket of its own, and QP1 has a member of the
  * engine's socket group of its own (wire/udp.c steers destination QP 1 to
  * it), which its poll loop watches.  A MAD then wakes one thread, the peer's
@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "engine/engine.h"
+#include "engine/internal.h"
 
 #define GSI_QLEN 1024
 #define GSI_QPN	 1
@@ -309,7 +309,7 @@ bool sr_engine_gsi_read(sr_gsi_mad_fn fn, void *arg)
 }
 
 /* Sends m from this thread (batched until sr_engine_gsi_flush), as
- * posting threads send UD datagrams (shm/wire_tx.c): unless a capture or
+ * posting threads send UD datagrams (datapath/wire_tx.c): unless a capture or
  * a fault rule on sends is on (wire_taps), which the engine applies. */
 static bool direct_send(const struct sr_gsi_mad *m)
 {

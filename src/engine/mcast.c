@@ -15,7 +15,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/internal.h"
 #include "shm/exec.h"
 #include "shm/responder.h"
 #include "wire/gid.h"

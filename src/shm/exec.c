@@ -30,7 +30,7 @@
 #include "core/qp_state.h"
 #include "core/seqlock.h"
 #include "core/shmlock.h"
-#include "engine/doorbell.h"
+#include "core/doorbell.h"
 #include "shm/exec.h"
 #include "shm/fdcache.h"
 #include "shm/mrmap.h"
@@ -39,7 +39,7 @@
 #include "wire/gid.h"
 #include "wire/grh.h"
 #include "wire/udp.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 
 #define SR_GRH_LEN 40
 /* deliver(): messages up to this size reserve their CQE before the copy */
@@ -53,7 +53,7 @@ enum xres {
 };
 
 struct xfer {
-	struct sr_context *ctx;
+	struct sr_devctx *ctx;
 	struct sr_qp_shm *qp; /* initiator */
 	struct sr_send_wqe *w;
 	enum ibv_wc_status status; /* requester completion on X_ERR */
@@ -84,7 +84,7 @@ static struct sr_qp_shm *qp_lookup(void *arena, uint32_t qpn)
 	return q && q->qpn == qpn ? q : NULL;
 }
 
-struct sr_qp_shm *sr_exec_qp_lookup(struct sr_context *ctx, uint32_t qpn)
+struct sr_qp_shm *sr_exec_qp_lookup(struct sr_devctx *ctx, uint32_t qpn)
 {
 	return qp_lookup(ctx->arena, qpn);
 }
@@ -98,12 +98,12 @@ static struct sr_qp_shm *peer_lookup(void *arena, uint32_t qpn)
 	return q && !sr_qp_owner_gone(arena, q) ? q : NULL;
 }
 
-struct sr_qp_shm *sr_exec_peer_lookup(struct sr_context *ctx, uint32_t qpn)
+struct sr_qp_shm *sr_exec_peer_lookup(struct sr_devctx *ctx, uint32_t qpn)
 {
 	return peer_lookup(ctx->arena, qpn);
 }
 
-struct sr_srq_shm *sr_exec_srq_lookup(struct sr_context *ctx, uint32_t srqn)
+struct sr_srq_shm *sr_exec_srq_lookup(struct sr_devctx *ctx, uint32_t srqn)
 {
 	struct sr_qpn_slot *slot = &sr_arena_srqtab(ctx->arena)[sr_qpn_index(srqn) % SR_MAX_SRQS];
 	struct sr_srq_shm *s =
@@ -319,7 +319,7 @@ static const struct {
 };
 
 /* Consumes the WQE rq_peek returned; returns its ring index. */
-static uint32_t rq_consume(struct sr_context *ctx, struct rq_ref *r)
+static uint32_t rq_consume(struct sr_devctx *ctx, struct rq_ref *r)
 {
 	uint32_t tail = atomic_load_explicit(&r->wq->tail, memory_order_relaxed) + 1;
 
@@ -356,7 +356,7 @@ static uint8_t roce_pkt_type(const uint8_t *grh)
 	return 0x8 | ((grh[0] >> 4) == 6 ? 0x1 : 0x2);
 }
 
-static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, uint64_t cq_off,
+static void push_recv_cqe(struct sr_devctx *ctx, struct sr_qp_shm *t, uint64_t cq_off,
 			  uint32_t xrc_srqn, struct sr_cqe *slot, uint32_t index, uint64_t wr_id,
 			  enum ibv_wc_status st, enum ibv_wc_opcode op, uint32_t len,
 			  uint32_t flags, uint32_t imm, uint32_t src_qp, bool solicited, uint8_t sl)
@@ -385,7 +385,7 @@ static void push_recv_cqe(struct sr_context *ctx, struct sr_qp_shm *t, uint64_t 
 }
 
 /* Invalidates a type-2 window (or fails) for SEND_WITH_INV / LOCAL_INV. */
-static bool invalidate_key(struct sr_context *ctx, uint32_t key, uint32_t pd)
+static bool invalidate_key(struct sr_devctx *ctx, uint32_t key, uint32_t pd)
 {
 	struct sr_key_entry e;
 
@@ -403,7 +403,7 @@ static bool invalidate_key(struct sr_context *ctx, uint32_t key, uint32_t pd)
  * `grh` prefixes UD deliveries.
  */
 static inline __attribute__((always_inline)) enum xres
-deliver_msg(struct sr_context *ctx, const struct sr_send_wqe *w, uint32_t type, uint32_t src_qpn,
+deliver_msg(struct sr_devctx *ctx, const struct sr_send_wqe *w, uint32_t type, uint32_t src_qpn,
 	    struct sr_qp_shm *t, const struct iovec *src, unsigned ns, uint64_t len,
 	    const uint8_t *grh, enum ibv_wc_status *req_status)
 {
@@ -515,7 +515,7 @@ static inline __attribute__((always_inline)) enum xres deliver(struct xfer *x, s
 /* IBTA 10.6.3: a remote access needs the right on the responder QP
  * (qp_access_flags) and on the key, the key of the QP's PD, the range
  * inside the region. */
-static inline __attribute__((always_inline)) bool rkey_ok(struct sr_context *ctx,
+static inline __attribute__((always_inline)) bool rkey_ok(struct sr_devctx *ctx,
 							  struct sr_qp_shm *t, uint32_t pd,
 							  uint32_t rkey, uint64_t va, uint64_t len,
 							  uint32_t need, void **p)
@@ -538,7 +538,7 @@ static uint32_t target_pd(void *arena, const struct sr_qp_shm *t, uint32_t xrc_s
 
 /* CMP_AND_SWP / FETCH_AND_ADD at the responder: SUCCESS and the original
  * value, or the requester's error status. */
-static enum ibv_wc_status atomic_at(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t pd,
+static enum ibv_wc_status atomic_at(struct sr_devctx *ctx, struct sr_qp_shm *t, uint32_t pd,
 				    uint8_t opcode, uint64_t va, uint32_t rkey,
 				    uint64_t compare_add, uint64_t swap, uint64_t *orig)
 {
@@ -600,7 +600,7 @@ send_connected(struct xfer *x, const struct iovec *src, unsigned ns, uint64_t le
 	return res;
 }
 
-static bool gid_local(const struct sr_context *ctx, const uint8_t *gid)
+static bool gid_local(const struct sr_devctx *ctx, const uint8_t *gid)
 {
 	for (uint32_t i = 0; i < ctx->dev.gid_cnt && i < SR_GID_TBL_LEN; i++)
 		if (!memcmp(ctx->dev.gids[i].gid, gid, 16))
@@ -658,7 +658,7 @@ static_assert(SR_UDTX_DATA >= SR_UD_MAX_HDR_LEN + 4096, "a UD transmit slot hold
 static void udtx_queue(struct xfer *x, const uint8_t *h, unsigned hl, const struct iovec *src,
 		       unsigned ns, uint64_t len)
 {
-	struct sr_context *ctx = x->ctx;
+	struct sr_devctx *ctx = x->ctx;
 	struct sr_arena_hdr *ah = ctx->arena;
 	struct sr_udtx_slot *t;
 	uint64_t pos, off = hl;
@@ -738,7 +738,7 @@ static enum xres send_ud_wire(struct xfer *x, const struct iovec *src, unsigned 
 
 static enum xres exec_send(struct xfer *x)
 {
-	struct sr_context *ctx = x->ctx;
+	struct sr_devctx *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
 	struct iovec src[SR_MAX_SGE];
 	unsigned ns;
@@ -795,7 +795,7 @@ static enum xres exec_send(struct xfer *x)
 static inline __attribute__((always_inline)) enum xres
 write_connected(struct xfer *x, const struct iovec *src, unsigned ns, uint64_t len)
 {
-	struct sr_context *ctx = x->ctx;
+	struct sr_devctx *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
 	struct iovec dst;
 	struct sr_qp_shm *t;
@@ -860,7 +860,7 @@ static enum xres exec_write(struct xfer *x)
 static inline __attribute__((always_inline)) enum xres
 read_connected(struct xfer *x, struct iovec *dst, unsigned nd, uint64_t len)
 {
-	struct sr_context *ctx = x->ctx;
+	struct sr_devctx *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
 	struct sr_qp_shm *t;
 	struct iovec src;
@@ -913,7 +913,7 @@ static enum xres exec_read(struct xfer *x)
  * which must be 8). */
 static enum xres atomic_connected(struct xfer *x, struct iovec *dst, unsigned nd, uint64_t len)
 {
-	struct sr_context *ctx = x->ctx;
+	struct sr_devctx *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
 	struct sr_qp_shm *t;
 	enum ibv_wc_status st;
@@ -951,7 +951,7 @@ static enum xres exec_atomic(struct xfer *x)
 
 static enum xres exec_bind(struct xfer *x)
 {
-	struct sr_context *ctx = x->ctx;
+	struct sr_devctx *ctx = x->ctx;
 	struct sr_send_wqe *w = x->w;
 	struct sr_key_entry mw, mr;
 	uint32_t idx = sr_key_index(w->bind_mw_key);
@@ -1034,7 +1034,7 @@ static bool fault_responder_sq_busy(void)
 	return sr_env_set("SOFTRDMA_FAULT_RESPONDER_SQ_BUSY", &on);
 }
 
-static void responder_to_error(struct sr_context *ctx, struct sr_qp_shm *t)
+static void responder_to_error(struct sr_devctx *ctx, struct sr_qp_shm *t)
 {
 	sr_qp_to_error(t, sr_signal_fd, ctx);
 	sr_rq_flush(ctx->arena, t, sr_signal_fd, ctx);
@@ -1072,7 +1072,7 @@ static void stall(struct sr_qp_shm *qp, struct sr_qp_shm *t, enum xres why)
 
 /* The SQ head failed its wait (RNR or ACK retries exhausted): complete it
  * in error, QP to ERR, flush. */
-static void fail_stalled(struct sr_context *ctx, struct sr_qp_shm *qp)
+static void fail_stalled(struct sr_devctx *ctx, struct sr_qp_shm *qp)
 {
 	sr_sq_head_fails(ctx->arena, qp,
 			 atomic_load_explicit(&qp->stalled, memory_order_acquire) == SR_STALL_RNR
@@ -1083,7 +1083,7 @@ static void fail_stalled(struct sr_context *ctx, struct sr_qp_shm *qp)
 
 /* The SQ head WQE executed with outcome `r` other than X_DONE: the queue
  * waits (RNR, no ACK) or the QP fails.  Caller holds sq_lock. */
-static void head_not_done(struct sr_context *ctx, struct sr_qp_shm *qp, const struct xfer *x,
+static void head_not_done(struct sr_devctx *ctx, struct sr_qp_shm *qp, const struct xfer *x,
 			  enum xres r)
 {
 	if (r == X_STALL_RNR || r == X_STALL_NOACK) {
@@ -1104,7 +1104,7 @@ static void head_not_done(struct sr_context *ctx, struct sr_qp_shm *qp, const st
 	sr_sq_head_fails(ctx->arena, qp, x->status, sr_signal_fd, ctx);
 }
 
-int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
+int sr_exec_sq_locked(struct sr_devctx *ctx, struct sr_qp_shm *qp)
 {
 	int done = 0;
 
@@ -1138,7 +1138,7 @@ int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp)
 	return done;
 }
 
-bool sr_exec_direct(struct sr_context *ctx, struct sr_qp_shm *qp, const struct ibv_send_wr *wr,
+bool sr_exec_direct(struct sr_devctx *ctx, struct sr_qp_shm *qp, const struct ibv_send_wr *wr,
 		    struct sr_exec_pending *pending)
 {
 	const struct ibv_sge *sg = wr->sg_list;
@@ -1206,7 +1206,7 @@ not_done:
 	return false;
 }
 
-void sr_exec_direct_queued(struct sr_context *ctx, struct sr_qp_shm *qp,
+void sr_exec_direct_queued(struct sr_devctx *ctx, struct sr_qp_shm *qp,
 			   const struct sr_exec_pending *pending)
 {
 	struct xfer x = {.ctx = ctx,
@@ -1220,7 +1220,7 @@ void sr_exec_direct_queued(struct sr_context *ctx, struct sr_qp_shm *qp,
 
 /* Without locks: true if the responder of `qp` has a receive posted now, or
  * is gone. */
-static bool rnr_ready(struct sr_context *ctx, const struct sr_qp_shm *qp)
+static bool rnr_ready(struct sr_devctx *ctx, const struct sr_qp_shm *qp)
 {
 	struct sr_qp_shm *t = qp_lookup(ctx->arena, qp->dest_qpn);
 	uint32_t srqn = 0;
@@ -1235,7 +1235,7 @@ static bool rnr_ready(struct sr_context *ctx, const struct sr_qp_shm *qp)
 	return rq_peek(ctx->arena, &r) != NULL;
 }
 
-__attribute__((noinline, cold)) void sr_exec_recheck(struct sr_context *ctx, struct sr_qp_shm *qp)
+__attribute__((noinline, cold)) void sr_exec_recheck(struct sr_devctx *ctx, struct sr_qp_shm *qp)
 {
 	while (atomic_load_explicit(&qp->stalled, memory_order_relaxed) == SR_STALL_RNR) {
 		/* pairs with the fence of the responder's post_recv (take_waiting)
@@ -1249,7 +1249,7 @@ __attribute__((noinline, cold)) void sr_exec_recheck(struct sr_context *ctx, str
 	}
 }
 
-void sr_exec_kick_try(struct sr_context *ctx, struct sr_qp_shm *initiator)
+void sr_exec_kick_try(struct sr_devctx *ctx, struct sr_qp_shm *initiator)
 {
 	if (!initiator || sr_shm_trylock(&initiator->sq_lock))
 		return; /* its holder runs it when it lets go (sr_exec_recheck) */
@@ -1258,7 +1258,7 @@ void sr_exec_kick_try(struct sr_context *ctx, struct sr_qp_shm *initiator)
 	sr_exec_recheck(ctx, initiator);
 }
 
-void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator)
+void sr_exec_kick(struct sr_devctx *ctx, struct sr_qp_shm *initiator)
 {
 	/* No peek at `stalled` first: the sender sets the responder's waiting
 	 * flag before it records its own stall, both under its sq_lock, so
@@ -1274,14 +1274,14 @@ void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator)
 
 /* ---- the responder's side, for requests that come from the wire ----
  *
- * The RoCEv2 responder (src/engine/resp.c) runs the same code as the
+ * The RoCEv2 responder (src/transport/resp.c) runs the same code as the
  * same-host executor above for everything a request does at the target:
  * key and access checks, atomics, receive-WQE consumption, scatter, CQEs,
  * invalidation, the responder's move to ERR.  Only the packetisation
  * differs: a message of several packets takes its receive WQE at the first
  * packet and completes it at the last (IBTA 9.7.5.1.4 / C9-91). */
 
-int sr_resp_deliver(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t sender_type,
+int sr_resp_deliver(struct sr_devctx *ctx, struct sr_qp_shm *t, uint32_t sender_type,
 		    uint32_t src_qpn, const struct sr_send_wqe *w, const void *payload,
 		    uint32_t len, const uint8_t *grh, enum ibv_wc_status *req_status)
 {
@@ -1298,12 +1298,12 @@ int sr_resp_deliver(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t sender
 	}
 }
 
-bool sr_resp_xrc_ok(struct sr_context *ctx, const struct sr_qp_shm *t, uint32_t xrc_srqn)
+bool sr_resp_xrc_ok(struct sr_devctx *ctx, const struct sr_qp_shm *t, uint32_t xrc_srqn)
 {
 	return t->type != IBV_QPT_XRC_RECV || target_pd(ctx->arena, t, xrc_srqn) != 0;
 }
 
-bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn, uint32_t rkey,
+bool sr_resp_rkey(struct sr_devctx *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn, uint32_t rkey,
 		  uint64_t va, uint64_t len, uint32_t need, void **p)
 {
 	if (!len) {
@@ -1313,7 +1313,7 @@ bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn
 	return rkey_ok(ctx, t, target_pd(ctx->arena, t, xrc_srqn), rkey, va, len, need, p);
 }
 
-enum ibv_wc_status sr_resp_atomic(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn,
+enum ibv_wc_status sr_resp_atomic(struct sr_devctx *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn,
 				  uint8_t wr_opcode, uint64_t va, uint32_t rkey,
 				  uint64_t compare_add, uint64_t swap, uint64_t *orig)
 {
@@ -1321,7 +1321,7 @@ enum ibv_wc_status sr_resp_atomic(struct sr_context *ctx, struct sr_qp_shm *t, u
 			 compare_add, swap, orig);
 }
 
-int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
+int sr_resp_recv_take(struct sr_devctx *ctx, struct sr_qp_shm *t, bool rc,
 		      struct sr_recv_ticket *tk)
 {
 	struct sr_recv_wqe *rw;
@@ -1345,7 +1345,7 @@ int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
 	return 0;
 }
 
-enum ibv_wc_status sr_resp_recv_put(struct sr_context *ctx, struct sr_qp_shm *t,
+enum ibv_wc_status sr_resp_recv_put(struct sr_devctx *ctx, struct sr_qp_shm *t,
 				    const struct sr_recv_ticket *tk, uint64_t off,
 				    const void *payload, uint32_t len)
 {
@@ -1361,7 +1361,7 @@ enum ibv_wc_status sr_resp_recv_put(struct sr_context *ctx, struct sr_qp_shm *t,
 	return IBV_WC_SUCCESS;
 }
 
-enum ibv_wc_status sr_resp_recv_finish(struct sr_context *ctx, struct sr_qp_shm *t,
+enum ibv_wc_status sr_resp_recv_finish(struct sr_devctx *ctx, struct sr_qp_shm *t,
 				       const struct sr_recv_ticket *tk, enum ibv_wc_status st,
 				       uint8_t wr_opcode, uint32_t byte_len, uint32_t imm_or_inv,
 				       uint32_t src_qpn, bool solicited, bool grh)
@@ -1392,12 +1392,12 @@ enum ibv_wc_status sr_resp_recv_finish(struct sr_context *ctx, struct sr_qp_shm 
 	return req;
 }
 
-void sr_resp_to_error(struct sr_context *ctx, struct sr_qp_shm *t)
+void sr_resp_to_error(struct sr_devctx *ctx, struct sr_qp_shm *t)
 {
 	responder_to_error(ctx, t);
 }
 
-enum ibv_wc_status sr_exec_local_op(struct sr_context *ctx, struct sr_qp_shm *qp,
+enum ibv_wc_status sr_exec_local_op(struct sr_devctx *ctx, struct sr_qp_shm *qp,
 				    struct sr_send_wqe *w)
 {
 	struct xfer x = {.ctx = ctx, .qp = qp, .w = w};

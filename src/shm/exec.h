@@ -14,7 +14,7 @@
 
 #include <softrdma/layout.h>
 
-struct sr_context;
+struct sr_devctx;
 
 /*
  * post_send's direct path.  A lone RDMA WRITE or SEND (RC or UC), or RDMA
@@ -41,29 +41,29 @@ struct sr_exec_pending {
 	struct sr_send_wqe wqe; /* scratch header the executor reads */
 };
 
-bool sr_exec_direct(struct sr_context *ctx, struct sr_qp_shm *qp, const struct ibv_send_wr *wr,
+bool sr_exec_direct(struct sr_devctx *ctx, struct sr_qp_shm *qp, const struct ibv_send_wr *wr,
 		    struct sr_exec_pending *pending);
-void sr_exec_direct_queued(struct sr_context *ctx, struct sr_qp_shm *qp,
+void sr_exec_direct_queued(struct sr_devctx *ctx, struct sr_qp_shm *qp,
 			   const struct sr_exec_pending *pending);
 
 /* Runs the QP's SQ from exec_pos as far as it can; caller holds sq_lock.
  * Returns the number of WQEs completed. */
-int sr_exec_sq_locked(struct sr_context *ctx, struct sr_qp_shm *qp);
+int sr_exec_sq_locked(struct sr_devctx *ctx, struct sr_qp_shm *qp);
 /* Retries a stalled initiator (takes its sq_lock). */
-void sr_exec_kick(struct sr_context *ctx, struct sr_qp_shm *initiator);
+void sr_exec_kick(struct sr_devctx *ctx, struct sr_qp_shm *initiator);
 /* The same from a responder's post_recv, but only if the initiator's
  * sq_lock is free now: a holder runs the SQ itself when it lets go. */
-void sr_exec_kick_try(struct sr_context *ctx, struct sr_qp_shm *initiator);
+void sr_exec_kick_try(struct sr_devctx *ctx, struct sr_qp_shm *initiator);
 /* For every library holder of an sq_lock, after releasing it: if the QP
  * waits for a receive (RNR) and its responder now has one, runs the SQ
  * (unless another thread got the lock first, which then does the same).
  * Callers of the kicks and of this are inside a reader section (epoch.h). */
-void sr_exec_recheck(struct sr_context *ctx, struct sr_qp_shm *qp);
-struct sr_qp_shm *sr_exec_qp_lookup(struct sr_context *ctx, uint32_t qpn);
+void sr_exec_recheck(struct sr_devctx *ctx, struct sr_qp_shm *qp);
+struct sr_qp_shm *sr_exec_qp_lookup(struct sr_devctx *ctx, uint32_t qpn);
 /* The same, for a peer's request: NULL once the QP's process has exited. */
-struct sr_qp_shm *sr_exec_peer_lookup(struct sr_context *ctx, uint32_t qpn);
+struct sr_qp_shm *sr_exec_peer_lookup(struct sr_devctx *ctx, uint32_t qpn);
 /* The SRQ numbered srqn, or NULL. */
-struct sr_srq_shm *sr_exec_srq_lookup(struct sr_context *ctx, uint32_t srqn);
+struct sr_srq_shm *sr_exec_srq_lookup(struct sr_devctx *ctx, uint32_t srqn);
 /* This process's UDP socket for packets its posting threads send to other
  * hosts themselves (bound to an ephemeral port: *sport, if not NULL), or
  * -errno. */

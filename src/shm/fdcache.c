@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "shm/fdcache.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 
 #define SR_FDCACHE_SLOTS (1u << 18)
 
@@ -33,7 +33,7 @@ static _Atomic int *slots(void)
 	return s;
 }
 
-int sr_fdcache_get(struct sr_context *ctx, uint32_t fd_id)
+int sr_fdcache_get(struct sr_devctx *ctx, uint32_t fd_id)
 {
 	_Atomic int *s = slots();
 	int v, fd;
@@ -71,7 +71,7 @@ void sr_fdcache_forget(uint32_t fd_id)
 		atomic_store_explicit(&s[fd_id], 0, memory_order_release);
 }
 
-void sr_fdcache_signal(struct sr_context *ctx, uint32_t fd_id)
+void sr_fdcache_signal(struct sr_devctx *ctx, uint32_t fd_id)
 {
 	uint64_t one = 1;
 	int fd = sr_fdcache_get(ctx, fd_id);

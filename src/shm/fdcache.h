@@ -9,15 +9,15 @@
 
 #include <stdint.h>
 
-struct sr_context;
+struct sr_devctx;
 
 /* Returns the fd for fd_id (fetching it from the daemon once) or -errno. */
-int sr_fdcache_get(struct sr_context *ctx, uint32_t fd_id);
+int sr_fdcache_get(struct sr_devctx *ctx, uint32_t fd_id);
 /* Records a descriptor this process owns. */
 void sr_fdcache_put_own(uint32_t fd_id, int fd);
 /* Drops an entry (the owner closed it). */
 void sr_fdcache_forget(uint32_t fd_id);
 /* Signals an eventfd by id: one event. */
-void sr_fdcache_signal(struct sr_context *ctx, uint32_t fd_id);
+void sr_fdcache_signal(struct sr_devctx *ctx, uint32_t fd_id);
 
 #endif

@@ -16,7 +16,7 @@
 #include "core/idalloc.h"
 #include "core/seqlock.h"
 #include "shm/mrmap.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 
 struct sr_mrmap {
 	uint32_t key;
@@ -93,7 +93,7 @@ static _Atomic(struct sr_mrmap *) *map_slots(void)
 
 /* Maps the memfd segments of a registration contiguously, fetching them
  * SR_MR_SEGS_PER_REC at a time. */
-static struct sr_mrmap *map_region(struct sr_context *ctx, uint32_t key, uint64_t reg_seq)
+static struct sr_mrmap *map_region(struct sr_devctx *ctx, uint32_t key, uint64_t reg_seq)
 {
 	uintptr_t ps = sysconf(_SC_PAGESIZE);
 	char *res = NULL;
@@ -162,7 +162,7 @@ err:
 	return NULL;
 }
 
-static char *mr_base(struct sr_context *ctx, const struct sr_key_entry *e)
+static char *mr_base(struct sr_devctx *ctx, const struct sr_key_entry *e)
 {
 	_Atomic(struct sr_mrmap *) *slots;
 	struct sr_mrmap *m, *old;
@@ -272,7 +272,7 @@ static enum sr_key_result check(const struct sr_key_entry *e, const struct sr_ke
 	return SR_KEY_OK;
 }
 
-enum sr_key_result sr_key_resolve_slow(struct sr_context *ctx, uint32_t key, uint64_t va,
+enum sr_key_result sr_key_resolve_slow(struct sr_devctx *ctx, uint32_t key, uint64_t va,
 				       uint64_t len, uint32_t need, uint32_t pd, uint32_t qpn,
 				       bool remote, void **ptr)
 {

@@ -18,7 +18,7 @@
 
 #include "core/idalloc.h"
 
-struct sr_context;
+struct sr_devctx;
 
 enum sr_key_result {
 	SR_KEY_OK = 0,
@@ -31,7 +31,7 @@ enum sr_key_result {
 
 /* need: IBV_ACCESS_* bits required (0 for a local read). remote: the key is
  * an rkey (windows allowed) rather than an lkey. */
-enum sr_key_result sr_key_resolve_slow(struct sr_context *ctx, uint32_t key, uint64_t va,
+enum sr_key_result sr_key_resolve_slow(struct sr_devctx *ctx, uint32_t key, uint64_t va,
 				       uint64_t len, uint32_t need, uint32_t pd, uint32_t qpn,
 				       bool remote, void **ptr);
 
@@ -58,7 +58,7 @@ extern __thread struct sr_kcache_ent *sr_kcache __attribute__((tls_model("initia
 
 /* The data path's entry point: the common case (an MR key seen before and
  * unchanged) inline, everything else in sr_key_resolve_slow. */
-static inline enum sr_key_result sr_key_resolve(struct sr_context *ctx, void *arena, uint32_t key,
+static inline enum sr_key_result sr_key_resolve(struct sr_devctx *ctx, void *arena, uint32_t key,
 						uint64_t va, uint64_t len, uint32_t need,
 						uint32_t pd, uint32_t qpn, bool remote, void **ptr)
 {
@@ -108,7 +108,7 @@ static inline uint64_t sr_sge_len(const struct sr_sge_shm *sge, unsigned n)
  * both paths: the same-host executor's, the posting threads' sends and the
  * engine's requester and responder.
  */
-static inline enum sr_key_result sr_sge_map(struct sr_context *ctx, void *arena,
+static inline enum sr_key_result sr_sge_map(struct sr_devctx *ctx, void *arena,
 					    const struct sr_sge_shm *sge, unsigned n, uint64_t off,
 					    uint64_t len, uint32_t need, uint32_t pd, uint32_t qpn,
 					    struct iovec *iov, unsigned *niov)

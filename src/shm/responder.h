@@ -1,6 +1,6 @@
 /*
  * What a request does at its responder, for requests that arrive from the
- * wire (src/engine/resp.c).  These are the same-host executor's own
+ * wire (src/transport/resp.c).  These are the same-host executor's own
  * functions (exec.c): the key and access checks, atomics, receive-WQE
  * consumption and scatter, completions, invalidation and the move to ERR
  * are one implementation for both paths, so a program cannot tell which
@@ -16,14 +16,14 @@
 
 #include <softrdma/layout.h>
 
-struct sr_context;
+struct sr_devctx;
 
 /* A message that fits one packet, into the responder's next receive WQE
  * (w: opcode, imm_or_inv, flags of the request; grh: UD's 40 bytes).
  * 0: delivered (or dropped, UC/UD); -EAGAIN: no receive posted (RC: RNR
  * NAK); -EIO: failed, *req_status is what the requester completes with and
  * the responder's QP must go to ERR (RC). */
-int sr_resp_deliver(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t sender_type,
+int sr_resp_deliver(struct sr_devctx *ctx, struct sr_qp_shm *t, uint32_t sender_type,
 		    uint32_t src_qpn, const struct sr_send_wqe *w, const void *payload,
 		    uint32_t len, const uint8_t *grh, enum ibv_wc_status *req_status);
 
@@ -36,16 +36,16 @@ uint32_t sr_mcast_members(void *arena, const uint8_t *mgid, uint32_t *qpn);
 
 /* False if t is an XRC_RECV QP and xrc_srqn no XRC SRQ of its domain: the
  * request is invalid (an RDMA WRITE is NAKed so before it writes). */
-bool sr_resp_xrc_ok(struct sr_context *ctx, const struct sr_qp_shm *t, uint32_t xrc_srqn);
+bool sr_resp_xrc_ok(struct sr_devctx *ctx, const struct sr_qp_shm *t, uint32_t xrc_srqn);
 
 /* RDMA WRITE / READ target range: true and *p if the responder QP and the
  * rkey allow `need` on [va, va + len). */
-bool sr_resp_rkey(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn, uint32_t rkey,
+bool sr_resp_rkey(struct sr_devctx *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn, uint32_t rkey,
 		  uint64_t va, uint64_t len, uint32_t need, void **p);
 
 /* An atomic at the responder (wr_opcode: IBV_WR_ATOMIC_*): SUCCESS and the
  * original value, or the requester's error status. */
-enum ibv_wc_status sr_resp_atomic(struct sr_context *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn,
+enum ibv_wc_status sr_resp_atomic(struct sr_devctx *ctx, struct sr_qp_shm *t, uint32_t xrc_srqn,
 				  uint8_t wr_opcode, uint64_t va, uint32_t rkey,
 				  uint64_t compare_add, uint64_t swap, uint64_t *orig);
 
@@ -63,28 +63,28 @@ struct sr_recv_ticket {
 /* Takes the next receive WQE (RC raises the RNR handshake flag when there
  * is none); -EAGAIN if there is none, -EINVAL if tk->srqn is no XRC SRQ of
  * the XRC_RECV QP's domain (an invalid request). */
-int sr_resp_recv_take(struct sr_context *ctx, struct sr_qp_shm *t, bool rc,
+int sr_resp_recv_take(struct sr_devctx *ctx, struct sr_qp_shm *t, bool rc,
 		      struct sr_recv_ticket *tk);
 /* Scatters `len` payload bytes at message offset `off`: SUCCESS,
  * LOC_LEN_ERR (past the buffers) or LOC_PROT_ERR (a key no longer valid). */
-enum ibv_wc_status sr_resp_recv_put(struct sr_context *ctx, struct sr_qp_shm *t,
+enum ibv_wc_status sr_resp_recv_put(struct sr_devctx *ctx, struct sr_qp_shm *t,
 				    const struct sr_recv_ticket *tk, uint64_t off,
 				    const void *payload, uint32_t len);
 /* Completes the WQE (st: SUCCESS or what sr_resp_recv_put returned; on
  * success the opcode's immediate or invalidation applies, which may itself
  * fail).  Returns SUCCESS, or the status the requester completes with
  * (RC: the NAK's). */
-enum ibv_wc_status sr_resp_recv_finish(struct sr_context *ctx, struct sr_qp_shm *t,
+enum ibv_wc_status sr_resp_recv_finish(struct sr_devctx *ctx, struct sr_qp_shm *t,
 				       const struct sr_recv_ticket *tk, enum ibv_wc_status st,
 				       uint8_t wr_opcode, uint32_t byte_len, uint32_t imm_or_inv,
 				       uint32_t src_qpn, bool solicited, bool grh);
 
 /* A local operation of a wire QP's send queue (BIND_MW, LOCAL_INV), as the
  * same-host executor does it: SUCCESS or the completion's error status. */
-enum ibv_wc_status sr_exec_local_op(struct sr_context *ctx, struct sr_qp_shm *qp,
+enum ibv_wc_status sr_exec_local_op(struct sr_devctx *ctx, struct sr_qp_shm *qp,
 				    struct sr_send_wqe *w);
 
 /* The responder's QP to ERR after a failed request (RC), with its flushes. */
-void sr_resp_to_error(struct sr_context *ctx, struct sr_qp_shm *t);
+void sr_resp_to_error(struct sr_devctx *ctx, struct sr_qp_shm *t);
 
 #endif

@@ -25,8 +25,8 @@ struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 	/* The port is RoCE (link layer Ethernet): a destination is a GID, so an
 	 * AH without a GRH names none.  EINVAL, as mlx5_create_ah and the
 	 * kernel's rdma_check_ah_attr (rxe) return. */
-	if (attr->port_num != 1 || !attr->is_global || attr->grh.sgid_index >= ctx->dev.gid_cnt ||
-	    attr->static_rate > IBV_RATE_400_GBPS) {
+	if (attr->port_num != 1 || !attr->is_global ||
+	    attr->grh.sgid_index >= ctx->dc.dev.gid_cnt || attr->static_rate > IBV_RATE_400_GBPS) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -91,10 +91,10 @@ int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ib
 			    (be32toh(grh->version_tclass_flow) >> 20) & 0xff;
 		}
 		/* reply from the GID the request was sent to */
-		for (i = 0; i < ctx->dev.gid_cnt; i++)
-			if (!memcmp(ctx->dev.gids[i].gid, mine, 16))
+		for (i = 0; i < ctx->dc.dev.gid_cnt; i++)
+			if (!memcmp(ctx->dc.dev.gids[i].gid, mine, 16))
 				break;
-		ah_attr->grh.sgid_index = i < ctx->dev.gid_cnt ? i : 0;
+		ah_attr->grh.sgid_index = i < ctx->dc.dev.gid_cnt ? i : 0;
 	}
 	return 0;
 }
@@ -125,7 +125,7 @@ static int mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid, enum
 	req.handle = qp->qp_num;
 	memcpy(req.u.mcast.gid, gid->raw, 16);
 	req.u.mcast.lid = lid;
-	return -sr_ctx_request(to_sctx(qp->context), &req, &rep, NULL, 0, NULL, NULL);
+	return -sr_ctx_request(&to_sctx(qp->context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 }
 
 int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)

@@ -18,7 +18,7 @@ void sr_async_raise(struct sr_context *ctx, _Atomic uint32_t *bits, enum ibv_eve
 
 	if (atomic_fetch_or_explicit(bits, bit, memory_order_release) & bit)
 		return; /* already pending: one report per event kind */
-	sr_fdcache_signal(ctx, async_fd_id);
+	sr_fdcache_signal(&ctx->dc, async_fd_id);
 }
 
 static bool take_bit(_Atomic uint32_t *bits, int *ev)

@@ -5,7 +5,7 @@
  * takes one event, and the CQ it belongs to is the one whose shared `events`
  * counter is non-zero.  The fd is a real pollable fd and honours O_NONBLOCK,
  * which UCX and libfabric rely on.  Polling lives in the data path
- * (src/shm/cq_poll.c).
+ * (src/datapath/cq_poll.c).
  */
 #include <errno.h>
 #include <poll.h>
@@ -36,7 +36,7 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context)
 		ret = -errno;
 		goto err;
 	}
-	ret = sr_ctx_reg_fd(to_sctx(context), ch->ch.fd, SR_FD_EVENT, &ch->fd_id);
+	ret = sr_ctx_reg_fd(&to_sctx(context)->dc, ch->ch.fd, SR_FD_EVENT, &ch->fd_id);
 	if (ret) {
 		close(ch->ch.fd);
 		goto err;
@@ -64,7 +64,7 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_CLOSE_FD;
 	req.handle = ch->fd_id;
-	ret = sr_ctx_request(ch->ctx, &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&ch->ctx->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret)
 		return -ret; /* EBUSY while CQs use it */
 	sr_fdcache_forget(ch->fd_id);
@@ -99,14 +99,14 @@ static struct sr_cq *cq_create(struct ibv_context *context, int cqe, void *cq_co
 	req.u.cq.channel_fd_id = channel ? to_schannel(channel)->fd_id : 0;
 	req.u.cq.async_fd_id = ctx->async_fd_id;
 	req.u.cq.user_handle = (uintptr_t)cq;
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&ctx->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
 		free(cq);
 		errno = -ret;
 		return NULL;
 	}
 	cq->handle = rep.handle;
-	cq->shm = sr_arena_ptr(ctx->arena, rep.u.cq.off);
+	cq->shm = sr_arena_ptr(ctx->dc.arena, rep.u.cq.off);
 	cq->wc_flags = wc_flags;
 	if (wc_flags &
 	    (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK))
@@ -192,7 +192,7 @@ int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	req.handle = cq->handle;
 	req.u.cq.cqe = cqe;
 	sr_shm_lock(&cq->poll_lock);
-	ret = sr_ctx_request(to_sctx(ibcq->context), &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&to_sctx(ibcq->context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (!ret)
 		ibcq->cqe = rep.u.cq.max_cqe;
 	sr_shm_unlock(&cq->poll_lock);
@@ -220,7 +220,7 @@ int ibv_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_lock(&ctx->lock);
 	sr_list_del(&cq->link);
 	pthread_mutex_unlock(&ctx->lock);
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&ctx->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) { /* EBUSY while QPs use it */
 		pthread_mutex_lock(&ctx->lock);
 		sr_list_add(&ctx->cqs, &cq->link);

@@ -211,32 +211,32 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_mutex_init(&ctx->sock_lock, NULL);
+	pthread_mutex_init(&ctx->dc.sock_lock, NULL);
 	pthread_mutex_init(&ctx->lock, NULL);
 	sr_list_init(&ctx->qps);
 	sr_list_init(&ctx->srqs);
 	sr_list_init(&ctx->cqs);
 	ctx->vctx.context.async_fd = -1;
-	ctx->sock = sr_daemon_connect(true, (const void *)ibv_open_device);
-	if (ctx->sock < 0) {
-		ret = ctx->sock;
+	ctx->dc.sock = sr_daemon_connect(true, (const void *)ibv_open_device);
+	if (ctx->dc.sock < 0) {
+		ret = ctx->dc.sock;
 		goto err_free;
 	}
-	ret = sr_daemon_hello(ctx->sock, false, &ctx->dev, &arena_fd, why, sizeof(why));
+	ret = sr_daemon_hello(ctx->dc.sock, false, &ctx->dc.dev, &arena_fd, why, sizeof(why));
 	if (ret) {
 		if (why[0])
 			sr_err("%s", why);
 		goto err_sock;
 	}
-	ctx->arena = arena_get(arena_fd, ctx->dev.arena_size);
+	ctx->dc.arena = arena_get(arena_fd, ctx->dc.dev.arena_size);
 	close(arena_fd);
-	if (ctx->arena == MAP_FAILED) {
+	if (ctx->dc.arena == MAP_FAILED) {
 		ret = -errno;
 		goto err_sock;
 	}
-	ctx->arena_size = ctx->dev.arena_size;
-	if (((struct sr_arena_hdr *)ctx->arena)->magic != SR_ARENA_MAGIC ||
-	    ((struct sr_arena_hdr *)ctx->arena)->version != sr_arena_layout_version()) {
+	ctx->dc.arena_size = ctx->dc.dev.arena_size;
+	if (((struct sr_arena_hdr *)ctx->dc.arena)->magic != SR_ARENA_MAGIC ||
+	    ((struct sr_arena_hdr *)ctx->dc.arena)->version != sr_arena_layout_version()) {
 		sr_err("softrdmad's shared-memory layout is not this library's (a daemon from "
 		       "another build is running: stop it, or use SOFTRDMA_SOCKET)");
 		ret = -EPROTO;
@@ -248,13 +248,13 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 		goto err_unmap;
 	}
 	ctx->vctx.context.async_fd = efd;
-	ret = sr_ctx_reg_fd(ctx, efd, SR_FD_EVENT, &ctx->async_fd_id);
+	ret = sr_ctx_reg_fd(&ctx->dc, efd, SR_FD_EVENT, &ctx->async_fd_id);
 	if (ret)
 		goto err_efd;
 
 	ctx->vctx.sz = sizeof(ctx->vctx);
 	ctx->vctx.context.device = device;
-	ctx->vctx.context.cmd_fd = ctx->sock;
+	ctx->vctx.context.cmd_fd = ctx->dc.sock;
 	ctx->vctx.context.num_comp_vectors = SR_NUM_COMP_VECTORS;
 	pthread_mutex_init(&ctx->vctx.context.mutex, NULL);
 	ctx->vctx.context.abi_compat = (void *)UINTPTR_MAX; /* __VERBS_ABI_IS_EXTENDED */
@@ -264,9 +264,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 err_efd:
 	close(efd);
 err_unmap:
-	arena_put(ctx->arena, ctx->dev.arena_size);
+	arena_put(ctx->dc.arena, ctx->dc.dev.arena_size);
 err_sock:
-	close(ctx->sock);
+	close(ctx->dc.sock);
 err_free:
 	free(ctx);
 	errno = -ret;
@@ -286,9 +286,9 @@ int ibv_close_device(struct ibv_context *context)
 	/* the mapping first: its epoch slots are given back while they are
 	 * still ours (the daemon frees a process's slots when its last
 	 * connection closes, and another process may claim them at once) */
-	arena_put(ctx->arena, ctx->arena_size);
+	arena_put(ctx->dc.arena, ctx->dc.arena_size);
 	/* closing the socket makes the daemon reclaim whatever is left */
-	close(ctx->sock);
+	close(ctx->dc.sock);
 	close(context->async_fd);
 	if (ctx->wire_rx_fd >= 0)
 		close(ctx->wire_rx_fd);
@@ -305,13 +305,13 @@ static void fill_device_attr(struct sr_context *ctx, struct ibv_device_attr *a)
 {
 	memset(a, 0, sizeof(*a));
 	snprintf(a->fw_ver, sizeof(a->fw_ver), "softrdma %u", SR_PROTO_VERSION);
-	a->node_guid = htobe64(ctx->dev.node_guid);
-	a->sys_image_guid = htobe64(ctx->dev.sys_image_guid);
+	a->node_guid = htobe64(ctx->dc.dev.node_guid);
+	a->sys_image_guid = htobe64(ctx->dc.dev.sys_image_guid);
 	a->max_mr_size = SR_MAX_MR_SIZE;
 	a->page_size_cap = 0xfffff000; /* 4 KiB and up */
-	a->vendor_id = ctx->dev.vendor_id;
-	a->vendor_part_id = ctx->dev.vendor_part_id;
-	a->hw_ver = ctx->dev.hw_ver;
+	a->vendor_id = ctx->dc.dev.vendor_id;
+	a->vendor_part_id = ctx->dc.dev.vendor_part_id;
+	a->hw_ver = ctx->dc.dev.hw_ver;
 	a->max_qp = SR_MAX_QPS - 2;
 	a->max_qp_wr = SR_MAX_QP_WR;
 	a->device_cap_flags =
@@ -384,8 +384,8 @@ int sr_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port
 	ctx = to_sctx(context);
 	memset(&a, 0, sizeof(a));
 	a.state = IBV_PORT_ACTIVE;
-	a.max_mtu = ctx->dev.max_mtu;
-	a.active_mtu = ctx->dev.active_mtu;
+	a.max_mtu = ctx->dc.dev.max_mtu;
+	a.active_mtu = ctx->dc.dev.active_mtu;
 	a.gid_tbl_len = SR_GID_TBL_LEN;
 	a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
 	a.max_msg_sz = 1u << 31;
@@ -421,8 +421,8 @@ int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, unio
 	}
 	ctx = to_sctx(context);
 	memset(gid, 0, sizeof(*gid));
-	if ((uint32_t)index < ctx->dev.gid_cnt)
-		memcpy(gid->raw, ctx->dev.gids[index].gid, 16);
+	if ((uint32_t)index < ctx->dc.dev.gid_cnt)
+		memcpy(gid->raw, ctx->dc.dev.gids[index].gid, 16);
 	return 0;
 }
 
@@ -452,11 +452,11 @@ int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num, __be16 pke
 static void fill_gid_entry(struct sr_context *ctx, uint32_t i, struct ibv_gid_entry *e)
 {
 	memset(e, 0, sizeof(*e));
-	memcpy(e->gid.raw, ctx->dev.gids[i].gid, 16);
+	memcpy(e->gid.raw, ctx->dc.dev.gids[i].gid, 16);
 	e->gid_index = i;
 	e->port_num = 1;
-	e->gid_type = ctx->dev.gids[i].type;
-	e->ndev_ifindex = ctx->dev.gids[i].ifindex;
+	e->gid_type = ctx->dc.dev.gids[i].type;
+	e->ndev_ifindex = ctx->dc.dev.gids[i].ifindex;
 }
 
 int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index,
@@ -470,7 +470,7 @@ int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t g
 	if (!context || !entry || flags || port_num != 1 || gid_index >= SR_GID_TBL_LEN)
 		return EINVAL;
 	ctx = to_sctx(context);
-	if (gid_index >= ctx->dev.gid_cnt)
+	if (gid_index >= ctx->dc.dev.gid_cnt)
 		return ENODATA; /* empty GID slot */
 	fill_gid_entry(ctx, gid_index, &e);
 	memcpy(entry, &e, entry_size < sizeof(e) ? entry_size : sizeof(e));
@@ -488,16 +488,16 @@ ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *
 	if (!context || (!entries && max_entries) || flags)
 		return -EINVAL;
 	ctx = to_sctx(context);
-	if (max_entries < ctx->dev.gid_cnt)
+	if (max_entries < ctx->dc.dev.gid_cnt)
 		return -EINVAL;
 	esz = entry_size < sizeof(struct ibv_gid_entry) ? entry_size : sizeof(struct ibv_gid_entry);
-	for (uint32_t i = 0; i < ctx->dev.gid_cnt; i++) {
+	for (uint32_t i = 0; i < ctx->dc.dev.gid_cnt; i++) {
 		struct ibv_gid_entry e;
 
 		fill_gid_entry(ctx, i, &e);
 		memcpy((char *)entries + i * entry_size, &e, esz);
 	}
-	return ctx->dev.gid_cnt;
+	return ctx->dc.dev.gid_cnt;
 }
 
 int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
@@ -510,11 +510,11 @@ int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned i
 		return -1;
 	}
 	ctx = to_sctx(context);
-	if (index >= ctx->dev.gid_cnt) {
+	if (index >= ctx->dc.dev.gid_cnt) {
 		errno = ENODATA;
 		return -1;
 	}
-	*type = ctx->dev.gids[index].type == IBV_GID_TYPE_ROCE_V2 ? SR_GID_TYPE_SYSFS_ROCE_V2
-								  : SR_GID_TYPE_SYSFS_IB_ROCE_V1;
+	*type = ctx->dc.dev.gids[index].type == IBV_GID_TYPE_ROCE_V2 ? SR_GID_TYPE_SYSFS_ROCE_V2
+								     : SR_GID_TYPE_SYSFS_IB_ROCE_V1;
 	return 0;
 }

@@ -254,7 +254,7 @@ static void backing_release(struct sr_backing *b)
 		struct sr_backing_fd *f = b->fds;
 
 		b->fds = f->next;
-		sr_ctx_close_fd(f->ctx, f->fd_id);
+		sr_ctx_close_fd(&f->ctx->dc, f->fd_id);
 		free(f);
 	}
 	close(b->memfd);
@@ -277,7 +277,7 @@ static int backing_fd_id(struct sr_backing *b, struct sr_context *ctx, uint32_t 
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
-	ret = sr_ctx_reg_fd(ctx, b->memfd, SR_FD_MEM, &f->fd_id);
+	ret = sr_ctx_reg_fd(&ctx->dc, b->memfd, SR_FD_MEM, &f->fd_id);
 	if (ret) {
 		free(f);
 		return ret;
@@ -460,14 +460,14 @@ static int send_reg_mr(struct sr_context *ctx, struct sr_req *req, const struct 
 		sreq.u.mr_segs.first = first;
 		sreq.u.mr_segs.nsegs = SR_MR_SEGS_PER_REC;
 		memcpy(sreq.u.mr_segs.segs, segs + first, sizeof(*segs) * SR_MR_SEGS_PER_REC);
-		ret = sr_ctx_request(ctx, &sreq, &srep, NULL, 0, NULL, NULL);
+		ret = sr_ctx_request(&ctx->dc, &sreq, &srep, NULL, 0, NULL, NULL);
 		if (ret)
 			return ret;
 	}
 	req->u.reg_mr.staged = staged;
 	req->u.reg_mr.nsegs = n - staged;
 	memcpy(req->u.reg_mr.segs, segs + staged, sizeof(*segs) * (n - staged));
-	return sr_ctx_request(ctx, req, rep, NULL, 0, NULL, NULL);
+	return sr_ctx_request(&ctx->dc, req, rep, NULL, 0, NULL, NULL);
 }
 
 /* Takes the pages of [a, a+length) into mr's backings (checked for
@@ -585,7 +585,7 @@ static int mr_deregister(struct sr_mr *mr)
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DEREG_MR;
 	req.handle = mr->mr.handle;
-	ret = sr_ctx_request(to_sctx(mr->mr.context), &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&to_sctx(mr->mr.context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&sr_backing_lock);
@@ -720,7 +720,7 @@ int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, si
 			ret = send_reg_mr(to_sctx(mr->context), &req, segs, n, &rep);
 		free(segs);
 	} else {
-		ret = sr_ctx_request(to_sctx(mr->context), &req, &rep, NULL, 0, NULL, NULL);
+		ret = sr_ctx_request(&to_sctx(mr->context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 	}
 	if (ret) {
 		mr_put_backings(&nb);
@@ -766,7 +766,7 @@ struct ibv_mw *sr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	req.op = SR_OP_ALLOC_MW;
 	req.u.mw.pd = to_spd(pd)->handle;
 	req.u.mw.type = type;
-	ret = sr_ctx_request(to_sctx(pd->context), &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&to_sctx(pd->context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
 		free(mw);
 		errno = -ret;
@@ -791,7 +791,7 @@ int sr_dealloc_mw(struct ibv_mw *mw)
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DEALLOC_MW;
 	req.handle = mw->handle;
-	ret = sr_ctx_request(to_sctx(mw->context), &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&to_sctx(mw->context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret)
 		return -ret;
 	free(container_of(mw, struct sr_mw, mw));

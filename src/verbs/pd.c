@@ -27,7 +27,7 @@ struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 	}
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_ALLOC_PD;
-	ret = sr_ctx_request(to_sctx(context), &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&to_sctx(context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
 		free(pd);
 		errno = -ret;
@@ -52,7 +52,7 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_DEALLOC_PD;
 	req.handle = to_spd(pd)->handle;
-	ret = sr_ctx_request(to_sctx(pd->context), &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&to_sctx(pd->context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret)
 		return -ret; /* EBUSY while MRs, QPs, SRQs or MWs use it */
 	free(to_spd(pd));

@@ -11,7 +11,7 @@
 
 #include "shm/epoch.h"
 #include "shm/exec.h"
-#include "shm/wire_tx.h"
+#include "datapath/wire_tx.h"
 #include "verbs/internal.h"
 
 #define SR_SEND_OPS_SUPPORTED                                                                      \
@@ -68,7 +68,7 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 		return NULL;
 	}
 	/* before a peer can reach a QP of this process (life.c) */
-	sr_life_hold(ctx->arena, ctx->dev.life);
+	sr_life_hold(ctx->dc.arena, ctx->dc.dev.life);
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_CREATE_QP;
 	req.u.create_qp.type = attr->qp_type;
@@ -93,13 +93,13 @@ static struct sr_qp *qp_create(struct ibv_context *context, struct ibv_qp_init_a
 		req.u.create_qp.init_mask = (uint32_t)init_mask;
 		sr_qp_attr_to_wire(init, &req.u.create_qp.init);
 	}
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&ctx->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
 		free(qp);
 		errno = -ret;
 		return NULL;
 	}
-	qp->shm = sr_arena_ptr(ctx->arena, rep.u.qp.off);
+	qp->shm = sr_arena_ptr(ctx->dc.arena, rep.u.qp.off);
 	qp->cap.max_send_wr = rep.u.qp.cap.max_send_wr;
 	qp->cap.max_recv_wr = rep.u.qp.cap.max_recv_wr;
 	qp->cap.max_send_sge = rep.u.qp.cap.max_send_sge;
@@ -225,8 +225,8 @@ static void qp_moved(struct sr_context *ctx, struct ibv_qp *qp, uint32_t was)
 	    (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_SEND)) {
 		/* the daemon held our sq_lock: a responder's post_recv that
 		 * found it held left our RNR wait to us (sr_exec_recheck) */
-		sr_epoch_enter(ctx->arena);
-		sr_exec_recheck(ctx, to_sqp(qp)->shm);
+		sr_epoch_enter(ctx->dc.arena);
+		sr_exec_recheck(&ctx->dc, to_sqp(qp)->shm);
 		sr_epoch_exit();
 	}
 	if (qp->state == IBV_QPS_ERR) {
@@ -246,8 +246,8 @@ static void qp_moved(struct sr_context *ctx, struct ibv_qp *qp, uint32_t was)
 	 * run it (its owner may be blocked in ibv_get_cq_event). */
 	if ((qp->state == IBV_QPS_RTR || qp->state == IBV_QPS_RTS) && qp->qp_type != IBV_QPT_UD &&
 	    was != qp->state) {
-		sr_epoch_enter(ctx->arena);
-		sr_exec_kick(ctx, sr_exec_qp_lookup(ctx, to_sqp(qp)->shm->dest_qpn));
+		sr_epoch_enter(ctx->dc.arena);
+		sr_exec_kick(&ctx->dc, sr_exec_qp_lookup(&ctx->dc, to_sqp(qp)->shm->dest_qpn));
 		sr_epoch_exit();
 	}
 }
@@ -269,7 +269,7 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
 	req.handle = qp->qp_num;
 	req.u.modify_qp.attr_mask = attr_mask;
 	sr_qp_attr_to_wire(attr, &req.u.modify_qp.attr);
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&ctx->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret)
 		return -ret;
 	qp->state = rep.u.modify_qp.state;
@@ -353,7 +353,7 @@ int ibv_destroy_qp(struct ibv_qp *qp)
 	pthread_mutex_lock(&ctx->lock);
 	sr_list_del(&to_sqp(qp)->link);
 	pthread_mutex_unlock(&ctx->lock);
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&ctx->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
 		pthread_mutex_lock(&ctx->lock);
 		sr_list_add(&ctx->qps, &to_sqp(qp)->link);

@@ -41,7 +41,7 @@ static struct sr_srq *srq_create(struct ibv_pd *pd, struct ibv_srq_init_attr *at
 		req.u.srq.xrcd = to_sxrcd(xrcd)->handle;
 		req.u.srq.cq = to_scq(cq)->handle;
 	}
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&ctx->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
 		free(srq);
 		errno = -ret;
@@ -49,7 +49,7 @@ static struct sr_srq *srq_create(struct ibv_pd *pd, struct ibv_srq_init_attr *at
 	}
 	srq->srqn = rep.handle;
 	srq->xrc = xrcd != NULL;
-	srq->shm = sr_arena_ptr(ctx->arena, rep.u.srq.off);
+	srq->shm = sr_arena_ptr(ctx->dc.arena, rep.u.srq.off);
 	srq->srq.context = pd->context;
 	srq->srq.srq_context = attr->srq_context;
 	srq->srq.pd = pd;
@@ -125,7 +125,7 @@ int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_a
 	req.u.srq.max_wr = srq_attr->max_wr;
 	req.u.srq.max_sge = srq_attr_mask; /* carries the mask */
 	req.u.srq.srq_limit = srq_attr->srq_limit;
-	return -sr_ctx_request(to_sctx(srq->context), &req, &rep, NULL, 0, NULL, NULL);
+	return -sr_ctx_request(&to_sctx(srq->context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 }
 
 int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr)
@@ -162,7 +162,7 @@ int ibv_destroy_srq(struct ibv_srq *srq)
 	pthread_mutex_lock(&ctx->lock);
 	sr_list_del(&to_ssrq(srq)->link);
 	pthread_mutex_unlock(&ctx->lock);
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&ctx->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) { /* EBUSY while QPs use it */
 		pthread_mutex_lock(&ctx->lock);
 		sr_list_add(&ctx->srqs, &to_ssrq(srq)->link);

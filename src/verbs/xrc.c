@@ -40,8 +40,8 @@ struct ibv_xrcd *sr_open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_OPEN_XRCD;
 	req.u.xrcd.oflags = attr->oflags;
-	ret = sr_ctx_request(ctx, &req, &rep, attr->fd >= 0 ? &attr->fd : NULL, attr->fd >= 0, NULL,
-			     NULL);
+	ret = sr_ctx_request(&ctx->dc, &req, &rep, attr->fd >= 0 ? &attr->fd : NULL, attr->fd >= 0,
+			     NULL, NULL);
 	if (ret) {
 		free(x);
 		errno = -ret;
@@ -62,7 +62,7 @@ int sr_close_xrcd(struct ibv_xrcd *xrcd)
 	memset(&req, 0, sizeof(req));
 	req.op = SR_OP_CLOSE_XRCD;
 	req.handle = x->handle;
-	ret = sr_ctx_request(to_sctx(xrcd->context), &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&to_sctx(xrcd->context)->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret)
 		return -ret; /* EBUSY while SRQs or QPs made through it exist */
 	free(x);
@@ -107,13 +107,13 @@ struct ibv_qp *sr_open_qp(struct ibv_context *context, struct ibv_qp_open_attr *
 	req.u.open_qp.xrcd = to_sxrcd(attr->xrcd)->handle;
 	req.u.open_qp.async_fd_id = ctx->async_fd_id;
 	req.u.open_qp.user_handle = (uintptr_t)qp;
-	ret = sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
+	ret = sr_ctx_request(&ctx->dc, &req, &rep, NULL, 0, NULL, NULL);
 	if (ret) {
 		free(qp);
 		errno = -ret; /* EINVAL: no XRC_RECV QP of that number in this domain */
 		return NULL;
 	}
-	qp->shm = sr_arena_ptr(ctx->arena, rep.u.qp.off);
+	qp->shm = sr_arena_ptr(ctx->dc.arena, rep.u.qp.off);
 	qp->opened_xrcd = req.u.open_qp.xrcd;
 	q = &qp->qpx.qp_base;
 	q->context = context;

@@ -2,7 +2,7 @@
  * The 40 bytes a UD receive gets before the payload on RoCEv2 (IBTA Annex
  * A17): the IP header of the datagram, IPv4 in the last 20 bytes (the
  * first 20 zero) when both GIDs are IPv4-mapped, IPv6 whole otherwise.
- * Built here for both paths, from the wire (engine/resp.c) and from a
+ * Built here for both paths, from the wire (transport/resp.c) and from a
  * peer on the same host (shm/exec.c), so a program sees the same bytes
  * wherever its peer is.
  */

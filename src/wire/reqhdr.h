@@ -4,8 +4,8 @@
  * middle, last or only) and the extension headers it carries after the BTH
  * (RETH on a WRITE's first packet, ImmDt and IETH on the last); for an
  * RDMA READ or an atomic its one request's opcode and RETH or AtomicETH.
- * One definition for the engine's requester (engine/req.c) and for a
- * posting thread that sends a message itself (shm/wire_tx.c).
+ * One definition for the engine's requester (transport/req.c) and for a
+ * posting thread that sends a message itself (datapath/wire_tx.c).
  */
 #ifndef SR_WIRE_REQHDR_H
 #define SR_WIRE_REQHDR_H

@@ -37,6 +37,7 @@
 
 #include "core/daemon_link.h"
 #include "engine/engine.h"
+#include "transport/transport.h"
 #include "shm/epoch.h"
 #include "shm/exec.h"
 #include "wire/bth.h"

@@ -2,7 +2,7 @@
 # twohost_ack_after_destroy: the ACK of a message whose target destroys its
 # QP on seeing it is lost, and the requester's resend finds no QP; the
 # target host's engine must answer it with the ACK the QP owed
-# (src/engine/resp.c, sr_eng_resp_gone), so the requester's WRITE
+# (src/transport/resp.c, sr_eng_resp_gone), so the requester's WRITE
 # completes with IBV_WC_SUCCESS instead of RETRY_EXC_ERR (TCP's TIME_WAIT
 # does the same for a lost last ACK).
 #   ack_gone.sh BUILD_DIR MTU

@@ -2,7 +2,7 @@
  * sr_ackpp: an RDMA WRITE ping-pong between two hosts, as ib_write_lat
  * runs it (each side spins on its buffer for the peer's WRITE, then
  * WRITEs back, every WRITE signaled), checking what a responder's ACK
- * handed to the next request (src/engine/resp.c, "ACKs that go with the
+ * handed to the next request (src/transport/resp.c, "ACKs that go with the
  * QP's next request") must keep true:
  *
  *  - every WRITE completes with IBV_WC_SUCCESS, in order, and every value
@@ -25,7 +25,7 @@
  *    and waits until it is removed: a script makes that ACK get lost
  *    meanwhile (tests/twohost/ack_gone.sh), and the WRITE must still
  *    complete with IBV_WC_SUCCESS, its resend answered by the engine of a
- *    host whose QP is gone (engine/resp.c, sr_eng_resp_gone).
+ *    host whose QP is gone (transport/resp.c, sr_eng_resp_gone).
  *
  *  - with -s SIZE, each WRITE carries SIZE bytes (8 to 32768; the value
  *    in its first and last 8), a message of several packets, and the

@@ -277,7 +277,7 @@ mode_loss() {
 	m=$(($(injected a $dir matched) + $(injected b $dir matched)))
 	check "packets went through the fault injection ($m)" test "$m" -gt 1000
 	if [ $dir = rx ]; then
-		# no transmit taps: posting threads send themselves (shm/wire_tx.c)
+		# no transmit taps: posting threads send themselves (datapath/wire_tx.c)
 		d=$(on_b "$NN_SR" status | sed -n 's/.* posted_direct \([0-9]*\).*/\1/p')
 		check "b's posting thread sent SENDs itself (${d:-none})" test "${d:-0}" -gt 100
 	fi
@@ -299,7 +299,7 @@ wbw() {
 	return $r
 }
 
-# Two losses in one window of a WRITE stream (engine/req.c, "The next
+# Two losses in one window of a WRITE stream (transport/req.c, "The next
 # hole"): b's transmit tap drops the 20th packet it sends, a's receive tap
 # the 60th it receives (b's 61st).  The NAK of the first gap has the
 # packet resent alone; its ACK stops at the second gap, past which the

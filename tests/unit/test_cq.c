@@ -1,7 +1,7 @@
 /*
  * Unit test of the CQ ring (include/softrdma/layout.h struct sr_cq_shm,
  * struct sr_cqe): its producers (src/shm/cq_push.c) and its consumer
- * (src/shm/cq_poll.c: ibv_poll_cq, the extended poll, arming, the filter
+ * (src/datapath/cq_poll.c: ibv_poll_cq, the extended poll, arming, the filter
  * of destroyed QPs, sr_cq_clean_qp), on a ring laid out in plain memory as
  * the daemon lays it out (daemon/obj_cq.c, sr_op_create_cq), with the least of
  * a library context that polling reads (the arena, the QP list) and no
@@ -18,7 +18,7 @@
  *
  * cq_poll.c is compiled into this test (it is libibverbs' own); it runs
  * on srengine, which holds the rest of the data path, except the receive
- * half (shm/wire_rx.c), stubbed below: an empty poll reads no socket.
+ * half (datapath/wire_rx.c), stubbed below: an empty poll reads no socket.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,7 +34,7 @@
 #include "core/idalloc.h"
 #include "core/shmlock.h"
 #include "shm/cq_push.h"
-#include "shm/wire_rx.h"
+#include "datapath/wire_rx.h"
 #include "verbs/internal.h"
 
 /* ---- the receive half, absent ---- */
@@ -86,8 +86,8 @@ static void arena_init(void)
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		exit(2);
-	ctx->arena = arena;
-	ctx->arena_size = ARENA_SIZE;
+	ctx->dc.arena = arena;
+	ctx->dc.arena_size = ARENA_SIZE;
 	pthread_mutex_init(&ctx->lock, NULL);
 	sr_list_init(&ctx->qps);
 	sr_list_init(&ctx->srqs);

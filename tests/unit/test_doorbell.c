@@ -1,5 +1,5 @@
 /*
- * Unit test of the RoCEv2 engine's doorbell (src/engine/doorbell.h), the
+ * Unit test of the RoCEv2 engine's doorbell (src/core/doorbell.h), the
  * bounded multi-producer single-consumer queue of QPNs in the arena header,
  * and of the same queue carrying slots (the UD transmit queue), on an arena
  * header in plain memory: FIFO order from one thread; a QP queued at most
@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "engine/doorbell.h"
+#include "core/doorbell.h"
 
 static unsigned long sec_total, sec_failed;
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/fault.h"
+#include "transport/fault.h"
 
 #define NPKT 200000
 

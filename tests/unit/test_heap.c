@@ -75,7 +75,7 @@ static void test_layout(void)
 	CHECK_EQ(h->heap_off + h->heap_size, ARENA_SIZE);
 	CHECK_EQ(atomic_load(&h->epoch), 1);
 	CHECK_EQ(sr_heap_used(), 0);
-	/* the doorbell and the slot queues start empty (engine/doorbell.h) */
+	/* the doorbell and the slot queues start empty (core/doorbell.h) */
 	CHECK_EQ(atomic_load(&h->db_ring[5]) >> 32, 5);
 	CHECK_EQ(atomic_load(&sr_arena_udtxtab(h)[3].seq) >> 32, 3);
 	section("arena layout");

@@ -24,7 +24,7 @@
 #include "check.h"
 #include "core/idalloc.h"
 #include "shm/mrmap.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 
 static unsigned long sec_total, sec_failed;
 
@@ -39,7 +39,7 @@ static void section(const char *name)
 #define ARENA_SIZE (32ull << 20) /* the key table: 18 MiB */
 
 static void *arena;
-static struct sr_context *ctx;
+static struct sr_devctx *ctx;
 static char buf[8192] __attribute__((aligned(64)));
 
 static void setup(void)

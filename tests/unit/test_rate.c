@@ -1,6 +1,6 @@
 /*
  * Unit test of the UC requester's rate under congestion notification
- * (src/engine/rate.c): no limit until a CNP; the first cut halves the rate
+ * (src/transport/rate.c): no limit until a CNP; the first cut halves the rate
  * it measured sending; one cut per SR_RATE_CUT_GAP_NS however many CNPs
  * come; the token bucket lets through what the rate allows over a long
  * run (within a packet and a burst) and says when the next packet may go;
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "engine/rate.h"
+#include "transport/rate.h"
 
 #define MS  1000000ull
 #define PKT 4096u

@@ -33,8 +33,9 @@
 #include "shm/epoch.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
-#include "shm/wire_rx.h"
-#include "verbs/internal.h"
+#include "datapath/wire_rx.h"
+#include "datapath/datapath.h"
+#include "verbs/objects.h"
 
 /* Caller is inside a reader section (epoch.h), entered before this walks
  * the context's QP list: the retries look up the responders. */
@@ -81,20 +82,20 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 	for (unsigned i = 0; i < n; i++) {
 		struct sr_qp_shm *q = stalled[i];
 
-		if (sr_sq_flush_owed(ctx->arena, q, sr_signal_fd, ctx)) {
+		if (sr_sq_flush_owed(ctx->dc.arena, q, sr_signal_fd, ctx)) {
 			atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
 			continue;
 		}
-		if (sr_qp_check_stall(ctx->arena, q, now, 0, sr_signal_fd, ctx))
+		if (sr_qp_check_stall(ctx->dc.arena, q, now, 0, sr_signal_fd, ctx))
 			continue;
 		/* an RNR wait is ended by the responder's post_recv; an ACK wait
 		 * (responder absent or not ready) is retried here */
 		if (atomic_load_explicit(&q->stalled, memory_order_relaxed) == SR_STALL_NO_ACK &&
 		    !sr_shm_trylock(&q->sq_lock)) {
-			sr_exec_sq_locked(ctx, q);
+			sr_exec_sq_locked(&ctx->dc, q);
 			sr_shm_unlock(&q->sq_lock);
 		}
-		sr_exec_recheck(ctx, q); /* an RNR wait the responder has ended */
+		sr_exec_recheck(&ctx->dc, q); /* an RNR wait the responder has ended */
 		if (atomic_load_explicit(&q->stalled, memory_order_relaxed))
 			atomic_store_explicit(&cq->shm->stall_hint, 1, memory_order_relaxed);
 	}
@@ -104,7 +105,7 @@ static void retry_stalled(struct sr_context *ctx, struct sr_cq *cq)
 
 static inline struct sr_cqe *next_cqe(struct sr_context *ctx, struct sr_cq_shm *s, uint32_t cons)
 {
-	struct sr_cqe *ring = sr_arena_ptr(ctx->arena, s->ring_off);
+	struct sr_cqe *ring = sr_arena_ptr(ctx->dc.arena, s->ring_off);
 	struct sr_cqe *e = &ring[cons & (s->cqe_cnt - 1)];
 
 	/* pairs with the producer's store-release of seq */
@@ -145,17 +146,17 @@ static inline void rq_slot_polled(struct sr_context *ctx, const struct sr_cqe *e
 	if (!(e->opcode & IBV_WC_RECV))
 		return;
 	if (e->xrc) { /* XRC: the SRQ the message named, not one of the QP's */
-		struct sr_srq_shm *x = sr_exec_srq_lookup(ctx, e->xrc_srqn);
+		struct sr_srq_shm *x = sr_exec_srq_lookup(&ctx->dc, e->xrc_srqn);
 
 		if (!x)
 			return;
 		wq = &x->rq;
 		q = NULL;
 	} else {
-		q = sr_exec_qp_lookup(ctx, e->qp_num);
+		q = sr_exec_qp_lookup(&ctx->dc, e->qp_num);
 		if (!q)
 			return;
-		wq = q->srqn ? &((struct sr_srq_shm *)sr_arena_ptr(ctx->arena, q->srq_off))->rq
+		wq = q->srqn ? &((struct sr_srq_shm *)sr_arena_ptr(ctx->dc.arena, q->srq_off))->rq
 			     : &q->rq;
 	}
 	if (!(wq->flags & SR_WQ_FREED_BY_POLL))
@@ -274,7 +275,7 @@ void sr_cq_clean_qp(struct ibv_cq *ibcq, uint32_t qpn, struct sr_wq *srq_wq)
 	sr_shm_lock(&s->lock);
 	/* under both locks: no entry is half published, ring_off and
 	 * cqe_cnt hold (resize_cq takes poll_lock) */
-	ring = sr_arena_ptr(ctx->arena, s->ring_off);
+	ring = sr_arena_ptr(ctx->dc.arena, s->ring_off);
 	mask = s->cqe_cnt - 1;
 	cons = atomic_load_explicit(&s->cons, memory_order_relaxed);
 	prod = atomic_load_explicit(&s->prod, memory_order_relaxed);
@@ -315,7 +316,7 @@ int sr_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 		return -EINVAL;
 	/* a polled receive frees its slot in our QP, which another thread may
 	 * be destroying; retries look up responders */
-	sr_epoch_enter_locking(ctx->arena);
+	sr_epoch_enter_locking(ctx->dc.arena);
 again:
 	sr_shm_lock(&cq->poll_lock);
 	cons = atomic_load_explicit(&s->cons, memory_order_relaxed);
@@ -403,7 +404,7 @@ static int start_poll(struct ibv_cq_ex *c, struct ibv_poll_cq_attr *attr)
 	if (attr && attr->comp_mask)
 		return EINVAL;
 	/* as in sr_poll_cq; the section lasts until end_poll */
-	sr_epoch_enter_locking(to_sctx(c->context)->arena);
+	sr_epoch_enter_locking(to_sctx(c->context)->dc.arena);
 	sr_shm_lock(&cq->poll_lock);
 	ret = take_one(cq);
 	if (ret) {

@@ -1,7 +1,7 @@
 /*
  * Fault injection's decisions and taps, run by every thread that sends or
  * receives RoCEv2 packets for the host: the engine, and the receive
- * halves of the processes (shm/wire_rx.c), which link this file into
+ * halves of the processes (datapath/wire_rx.c), which link this file into
  * libibverbs.  The rules and the packet numbers are in the arena (struct
  * sr_fault_shm), so whoever takes a packet decides it the same way (see
  * fault.h for the grammar and the determinism rules).  What only the
@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "core/seqlock.h"
-#include "engine/engine.h"
-#include "engine/fault.h"
+#include "transport/transport.h"
+#include "transport/fault.h"
 #include "wire/icrc.h"
 
 _Static_assert(SR_FK_MAX == SR_FAULT_KINDS, "layout.h's SR_FAULT_KINDS is SR_FK_MAX");

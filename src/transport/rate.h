@@ -5,11 +5,11 @@
  * simple: no byte counter stages and no alpha, one cut per
  * SR_RATE_CUT_GAP_NS at most (the receiver's backlog takes a while to
  * drain after the sender slowed, and CNPs keep coming meanwhile).  Pure
- * arithmetic on a record in the QP's transport state (engine.h); the
+ * arithmetic on a record in the QP's transport state (transport.h); the
  * caller holds the QP's wtx_lock.  Rates are in bytes per millisecond.
  */
-#ifndef SR_ENGINE_RATE_H
-#define SR_ENGINE_RATE_H
+#ifndef SR_TRANSPORT_RATE_H
+#define SR_TRANSPORT_RATE_H
 
 #include <stdint.h>
 

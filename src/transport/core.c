@@ -1,10 +1,11 @@
 /*
- * The engine's per-packet code that is not the engine thread's: a QP's
+ * The transport's core: a thread's instance (sr_eng_init), a QP's
  * transport state (sr_eng_qp in the arena, the slot that is this thread's
  * record of it), the transmit batch, and a received datagram's checks up
- * to the requester or responder of its QP.  The engine thread (engine.c)
- * runs it, and so may any thread that maps the arena and holds the QP's
- * wtx_lock, which guards every field of its sr_eng_qp (req.c, resp.c).
+ * to the requester or responder of its QP.  The daemon's engine thread
+ * (src/engine) runs it, and so may any thread that maps the arena and
+ * holds the QP's wtx_lock, which guards every field of its sr_eng_qp
+ * (req.c, resp.c).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -19,11 +20,11 @@
 #include "core/log.h"
 #include "core/procstat.h"
 #include "core/shmlock.h"
-#include "engine/doorbell.h"
-#include "engine/engine.h"
-#include "engine/rx_member.h"
+#include "core/doorbell.h"
+#include "transport/transport.h"
+#include "transport/rx_member.h"
 #include "shm/exec.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 #include "wire/icrc.h"
 #include "wire/udp.h"
 
@@ -254,7 +255,7 @@ static bool rx_dst_gid(struct msghdr *mh, uint8_t *dgid)
 }
 
 /* The receive backlog, in percent of the socket's buffer, past which a
- * full batch sends CNPs (engine.h). */
+ * full batch sends CNPs (transport.h). */
 static unsigned cnp_fill_pct(void)
 {
 	static int pct = -1;
@@ -346,7 +347,7 @@ static void add_new(const _Atomic uint64_t *v, uint64_t *shown, _Atomic uint64_t
 	}
 }
 
-int sr_eng_init(struct sr_engine *e, struct sr_context *ctx, void *arena, bool app, bool slots)
+int sr_eng_init(struct sr_engine *e, struct sr_devctx *ctx, void *arena, bool app, bool slots)
 {
 	memset(e, 0, sizeof(*e));
 	e->ctx = ctx;

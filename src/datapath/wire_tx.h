@@ -3,19 +3,14 @@
  * another host (wire_tx.c): the send half of the engine's placement (b),
  * docs/architecture.md "Where the engine runs".
  */
-#ifndef SR_SHM_WIRE_TX_H
-#define SR_SHM_WIRE_TX_H
+#ifndef SR_DATAPATH_WIRE_TX_H
+#define SR_DATAPATH_WIRE_TX_H
 
 #include <stdbool.h>
 
 #include <softrdma/layout.h>
 
 struct sr_context;
-
-/* The longest message a posting thread sends itself, in packets of the
- * QP's path MTU (64 KiB at 4096): longer ones are the engine's, which
- * batches a stream better than one system call per message does. */
-#define SR_WIRE_DIRECT_PKTS 16
 
 /* After post_send published WQEs on wire QP s (sq_lock released): sends
  * what the engine allows from this thread.  True if every posted WQE has

@@ -1,8 +1,9 @@
 /*
- * The library side of the control protocol: one request/reply exchange at a
- * time per context (serialized by sock_lock), with descriptor passing.  A
- * closed socket means the daemon died: every later control verb fails with
- * EIO, as the kernel's uverbs does after a device is disassociated.
+ * The client side of the control protocol on a device context (devctx.h):
+ * one request/reply exchange at a time (serialized by sock_lock), with
+ * descriptor passing.  A closed socket means the daemon died: every later
+ * control request fails with EIO, as the kernel's uverbs does after a
+ * device is disassociated.
  */
 #include <errno.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 
 #include "core/ctl_spin.h"
 #include "core/msg.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 
 static int exchange(int sock, const struct sr_req *req, struct sr_rep *rep, const int *fds,
 		    int nfds, int *rfds, int *nrfds)
@@ -33,7 +34,7 @@ static int exchange(int sock, const struct sr_req *req, struct sr_rep *rep, cons
 	return rep->status;
 }
 
-int sr_ctx_request(struct sr_context *ctx, struct sr_req *req, struct sr_rep *rep, const int *fds,
+int sr_ctx_request(struct sr_devctx *ctx, struct sr_req *req, struct sr_rep *rep, const int *fds,
 		   int nfds, int *rfds, int *nrfds)
 {
 	int ret;
@@ -44,7 +45,7 @@ int sr_ctx_request(struct sr_context *ctx, struct sr_req *req, struct sr_rep *re
 	return ret;
 }
 
-int sr_ctx_reg_fd(struct sr_context *ctx, int fd, uint32_t kind, uint32_t *fd_id)
+int sr_ctx_reg_fd(struct sr_devctx *ctx, int fd, uint32_t kind, uint32_t *fd_id)
 {
 	struct sr_req req;
 	struct sr_rep rep;
@@ -59,7 +60,7 @@ int sr_ctx_reg_fd(struct sr_context *ctx, int fd, uint32_t kind, uint32_t *fd_id
 	return ret;
 }
 
-void sr_ctx_close_fd(struct sr_context *ctx, uint32_t fd_id)
+void sr_ctx_close_fd(struct sr_devctx *ctx, uint32_t fd_id)
 {
 	struct sr_req req;
 	struct sr_rep rep;
@@ -70,7 +71,7 @@ void sr_ctx_close_fd(struct sr_context *ctx, uint32_t fd_id)
 	sr_ctx_request(ctx, &req, &rep, NULL, 0, NULL, NULL);
 }
 
-int sr_ctx_get_fd(struct sr_context *ctx, uint32_t fd_id)
+int sr_ctx_get_fd(struct sr_devctx *ctx, uint32_t fd_id)
 {
 	struct sr_req req;
 	struct sr_rep rep;

@@ -14,14 +14,15 @@
 
 #include "core/prefetch.h"
 #include "core/shmlock.h"
-#include "engine/doorbell.h"
-#include "shm/wire_rx.h"
-#include "shm/wire_tx.h"
+#include "core/doorbell.h"
+#include "datapath/wire_rx.h"
+#include "datapath/wire_tx.h"
 #include "shm/epoch.h"
 #include "shm/fdcache.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
-#include "verbs/internal.h"
+#include "datapath/datapath.h"
+#include "verbs/objects.h"
 
 static bool opcode_ok(enum ibv_qp_type t, enum ibv_wr_opcode op)
 {
@@ -62,7 +63,7 @@ static struct sr_send_wqe *wqe_at(struct sr_context *ctx, struct sr_qp *qp, uint
 
 	if (pos - tail >= s->sq.wqe_cnt)
 		return NULL;
-	w = sr_sq_wqe(ctx->arena, s, pos);
+	w = sr_sq_wqe(ctx->dc.arena, s, pos);
 	/* only what every opcode's executor may read; the rest is set by the
 	 * opcode that uses it (no 128-byte memset per work request) */
 	w->flags = 0;
@@ -98,15 +99,15 @@ static void set_ud(struct sr_context *ctx, struct sr_send_wqe *w, struct ibv_ah 
 		memcpy(w->ud_dgid, ah->attr.grh.dgid.raw, 16);
 	else
 		memset(w->ud_dgid, 0, 16);
-	if (idx < ctx->dev.gid_cnt)
-		memcpy(w->ud_sgid, ctx->dev.gids[idx].gid, 16);
+	if (idx < ctx->dc.dev.gid_cnt)
+		memcpy(w->ud_sgid, ctx->dc.dev.gids[idx].gid, 16);
 	else
 		memset(w->ud_sgid, 0, 16);
 }
 
 static uint32_t ud_max_msg(struct sr_context *ctx)
 {
-	return 128u << ctx->dev.active_mtu;
+	return 128u << ctx->dc.dev.active_mtu;
 }
 
 /* An atomic's local buffer holds the 64-bit original value (IBTA 9.4.5):
@@ -212,16 +213,16 @@ static bool can_post_send(uint32_t state)
  * for the engine's eventfd). */
 static void __attribute__((noinline)) wire_kick(struct sr_context *ctx, struct sr_qp_shm *s)
 {
-	struct sr_arena_hdr *h = ctx->arena;
+	struct sr_arena_hdr *h = ctx->dc.arena;
 
 	if (sr_db_ring(h, s) && h->engine_fd_id)
-		sr_fdcache_signal(ctx, h->engine_fd_id);
+		sr_fdcache_signal(&ctx->dc, h->engine_fd_id);
 }
 
 static void run_sq(struct sr_context *ctx, struct sr_qp_shm *s)
 {
 	if (atomic_load_explicit(&s->state, memory_order_acquire) == IBV_QPS_ERR) {
-		sr_sq_flush_locked(ctx->arena, s, sr_signal_fd, ctx);
+		sr_sq_flush_locked(ctx->dc.arena, s, sr_signal_fd, ctx);
 		return;
 	}
 	if (s->wire)
@@ -231,7 +232,7 @@ static void run_sq(struct sr_context *ctx, struct sr_qp_shm *s)
 	 * retrying here would only spin on the responder's RQ lock. */
 	if (atomic_load_explicit(&s->stalled, memory_order_relaxed) == SR_STALL_RNR)
 		return;
-	sr_exec_sq_locked(ctx, s);
+	sr_exec_sq_locked(&ctx->dc, s);
 }
 
 /* Eligible for the executor's direct path (exec.h): a lone RDMA WRITE, SEND,
@@ -273,7 +274,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	int ret = 0;
 
 	/* from here to the end we may look up other processes' objects */
-	sr_epoch_enter_locking(ctx->arena);
+	sr_epoch_enter_locking(ctx->dc.arena);
 	sr_shm_lock(&s->sq_lock);
 	state = atomic_load_explicit(&s->state, memory_order_acquire);
 	if (!can_post_send(state)) {
@@ -283,7 +284,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 	}
 	head = atomic_load_explicit(&s->sq.head, memory_order_relaxed);
 	if (direct_ok(s, state, head, wr)) {
-		if (sr_exec_direct(ctx, s, wr, &pending))
+		if (sr_exec_direct(&ctx->dc, s, wr, &pending))
 			goto out;
 		/* it did not complete: it becomes the SQ head, and the executor
 		 * carries on from the outcome it had (a wait or an error) */
@@ -293,7 +294,7 @@ static int post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_sen
 			goto out;
 		}
 		atomic_store_explicit(&s->sq.head, head + 1, memory_order_release);
-		sr_exec_direct_queued(ctx, s, &pending);
+		sr_exec_direct_queued(&ctx->dc, s, &pending);
 		goto out;
 	}
 	for (; wr; wr = wr->next) {
@@ -319,7 +320,7 @@ out:
 		wire_kick(ctx, s);
 	if (__builtin_expect(
 		atomic_load_explicit(&s->stalled, memory_order_relaxed) == SR_STALL_RNR, 0))
-		sr_exec_recheck(ctx, s);
+		sr_exec_recheck(&ctx->dc, s);
 	sr_epoch_exit();
 	return ret;
 }
@@ -362,7 +363,7 @@ static int post_recv_ring(struct sr_context *ctx, struct sr_wq *wq, struct ibv_r
 			ret = EINVAL;
 			break;
 		}
-		w = sr_rq_wqe(ctx->arena, wq, head);
+		w = sr_rq_wqe(ctx->dc.arena, wq, head);
 		sge = (struct sr_sge_shm *)(w + 1);
 		w->wr_id = wr->wr_id;
 		w->num_sge = wr->num_sge;
@@ -381,7 +382,8 @@ static int post_recv_ring(struct sr_context *ctx, struct sr_wq *wq, struct ibv_r
 	 * it; take ownership now, off the critical path, instead of waiting
 	 * for the invalidation when it is written. */
 	if (wq->flags & SR_WQ_FREED_BY_POLL)
-		sr_prefetchw(sr_rq_wqe(ctx->arena, wq, head + SR_RQ_PREFETCH_AHEAD % wq->max_wr));
+		sr_prefetchw(
+		    sr_rq_wqe(ctx->dc.arena, wq, head + SR_RQ_PREFETCH_AHEAD % wq->max_wr));
 	if (ret)
 		*bad_wr = wr;
 	return ret;
@@ -418,12 +420,12 @@ int sr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	if (s->wire)
 		sr_wire_rx_posted(ctx);
 	if (state == IBV_QPS_ERR) {
-		sr_rq_flush(ctx->arena, s, sr_signal_fd, ctx);
+		sr_rq_flush(ctx->dc.arena, s, sr_signal_fd, ctx);
 	} else if (take_waiting(&s->rq) && !s->wire) {
 		/* a peer on another host retries after its RNR timer; its QPN
 		 * names no QP here (it may name another one of ours) */
-		sr_epoch_enter(ctx->arena);
-		sr_exec_kick_try(ctx, sr_exec_qp_lookup(ctx, s->dest_qpn));
+		sr_epoch_enter(ctx->dc.arena);
+		sr_exec_kick_try(&ctx->dc, sr_exec_qp_lookup(&ctx->dc, s->dest_qpn));
 		sr_epoch_exit();
 	}
 	return ret;
@@ -475,16 +477,16 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 			peers[n++] = q->shm->dest_qpn;
 		}
 		pthread_mutex_unlock(&ctx->lock);
-		sr_epoch_enter(ctx->arena);
+		sr_epoch_enter(ctx->dc.arena);
 		for (unsigned i = 0; i < n; i++)
-			sr_exec_kick_try(ctx, sr_exec_qp_lookup(ctx, peers[i]));
+			sr_exec_kick_try(&ctx->dc, sr_exec_qp_lookup(&ctx->dc, peers[i]));
 		/* XRC: the sender that waited may talk to a target QP of another
 		 * process of the domain; it left its number here */
 		if (s->xrcd) {
 			uint32_t w = atomic_exchange(&s->waiter_qpn, 0);
 
 			if (w)
-				sr_exec_kick_try(ctx, sr_exec_qp_lookup(ctx, w));
+				sr_exec_kick_try(&ctx->dc, sr_exec_qp_lookup(&ctx->dc, w));
 		}
 		sr_epoch_exit();
 		if (peers != local)
@@ -496,9 +498,9 @@ int sr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr, struct ibv_r
 void sr_qp_flush(struct sr_context *ctx, struct sr_qp *qp)
 {
 	sr_shm_lock(&qp->shm->sq_lock);
-	sr_sq_flush_locked(ctx->arena, qp->shm, sr_signal_fd, ctx);
+	sr_sq_flush_locked(ctx->dc.arena, qp->shm, sr_signal_fd, ctx);
 	sr_shm_unlock(&qp->shm->sq_lock);
-	sr_rq_flush(ctx->arena, qp->shm, sr_signal_fd, ctx);
+	sr_rq_flush(ctx->dc.arena, qp->shm, sr_signal_fd, ctx);
 }
 
 int sr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
@@ -574,7 +576,7 @@ static int wr_complete(struct ibv_qp_ex *q)
 	struct sr_qp *qp = qpx_to_sqp(q);
 	int ret = qp->wr_err;
 
-	void *arena = to_sctx(q->qp_base.context)->arena;
+	void *arena = to_sctx(q->qp_base.context)->dc.arena;
 
 	if (!ret)
 		atomic_store_explicit(&qp->shm->sq.head, qp->wr_start_head, memory_order_release);

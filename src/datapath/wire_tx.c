@@ -10,7 +10,7 @@
  * of up to as many response packets or of an atomic (their responses are
  * the completer's, whoever sent the request).
  *
- * The requester's state stays the engine's (engine/req.c).  Under the
+ * The requester's state stays the engine's (transport/req.c).  Under the
  * QP's wtx_lock the engine publishes the SQ index and PSN of the next WQE
  * and grants (wtx_ok) only when nothing else is under way; a posting
  * thread that gets the lock without waiting sends from there and moves
@@ -21,7 +21,7 @@
  * no grant, the lock busy) is left to the engine's doorbell.
  *
  * The responder's ACK of the peer's last message may wait in the same
- * record for this QP's next request (engine/resp.c, "ACKs that go with the
+ * record for this QP's next request (transport/resp.c, "ACKs that go with the
  * QP's next request"): the thread that claims a WQE takes it too and sends
  * both in one system call, so the peer's engine wakes once for the two.
  */
@@ -31,16 +31,16 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
-#include "shm/wire_rx.h"
-#include "shm/wire_tx.h"
+#include "datapath/wire_rx.h"
+#include "datapath/wire_tx.h"
 #include "core/log.h"
 #include "core/shmlock.h"
 #include "core/thread_obj.h"
-#include "engine/engine.h"
+#include "transport/transport.h"
 #include "shm/exec.h"
 #include "shm/mrmap.h"
 #include "shm/qp_err.h"
-#include "verbs/internal.h"
+#include "verbs/objects.h"
 #include "wire/reqhdr.h"
 #include "wire/udp.h"
 
@@ -111,8 +111,9 @@ static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s, const str
 		*n = w->total_len ? 1 : 0;
 		return true;
 	}
-	return !sr_sge_map(ctx, ctx->arena, sge, w->num_sge < SR_MAX_SGE ? w->num_sge : SR_MAX_SGE,
-			   0, w->total_len, 0, s->pd, s->qpn, iov, n);
+	return !sr_sge_map(&ctx->dc, ctx->dc.arena, sge,
+			   w->num_sge < SR_MAX_SGE ? w->num_sge : SR_MAX_SGE, 0, w->total_len, 0,
+			   s->pd, s->qpn, iov, n);
 }
 
 /* This thread's batch sender for a message's packets and an ACK (udp.h:
@@ -127,7 +128,7 @@ struct direct_tx {
 static struct sr_thread_obj senders = SR_THREAD_OBJ(sizeof(struct direct_tx), NULL);
 
 /* The responder's ACK the engine handed to this QP's next request
- * (engine/resp.c, ack_defer): PSN and MSN, taken under wtx_lock. */
+ * (transport/resp.c, ack_defer): PSN and MSN, taken under wtx_lock. */
 struct handed_ack {
 	bool on;
 	uint32_t psn, msn;
@@ -142,7 +143,7 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct c
 		     const struct iovec *iov, unsigned n, const struct handed_ack *a,
 		     struct direct_tx *tx)
 {
-	struct sr_arena_hdr *h = ctx->arena;
+	struct sr_arena_hdr *h = ctx->dc.arena;
 	const struct sr_send_wqe *w = c->w;
 	uint32_t mtu = c->mtu, np = c->np, off = 0;
 	uint8_t hdr[SR_WIRE_DIRECT_PKTS][SR_MAX_HDR_LEN], ack[SR_ACK_HDR_LEN];
@@ -220,7 +221,7 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c
 	    atomic_load_explicit(&s->state, memory_order_acquire) == IBV_QPS_RTS) {
 		*all = s->wtx_spos == head;
 		if (!*all && s->wtx_room) {
-			c->w = sr_sq_wqe(ctx->arena, s, s->wtx_spos);
+			c->w = sr_sq_wqe(ctx->dc.arena, s, s->wtx_spos);
 			c->op = __atomic_load_n(&c->w->opcode, __ATOMIC_RELAXED);
 			c->len = __atomic_load_n(&c->w->total_len, __ATOMIC_RELAXED);
 			c->mtu = sr_mtu_bytes(__atomic_load_n(&s->path_mtu, __ATOMIC_RELAXED));
@@ -230,7 +231,7 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c
 			c->swap = __atomic_load_n(&c->w->swap, __ATOMIC_RELAXED);
 			c->compare_add = __atomic_load_n(&c->w->compare_add, __ATOMIC_RELAXED);
 			/* a READ or atomic is one packet and carries no payload:
-			 * where its answer lands is the completer's (engine/req.c) */
+			 * where its answer lands is the completer's (transport/req.c) */
 			got = sendable(c->w, c->op, c->len, c->mtu) &&
 			      (sr_wr_rd_atomic(c->op) ||
 			       ((multi || c->np == 1) && payload(ctx, s, c->w, iov, n)));
@@ -244,7 +245,7 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c
 			/* only an ACK of this connection (wtx_gen is wire_gen here) */
 			a->on = sr_wtx_ack_take(s, s->wtx_gen, &a->psn, &a->msn);
 			/* a grant the engine has not taken over (given at RTS,
-			 * engine/req.c sr_eng_req_rts): it is rung after the send */
+			 * transport/req.c sr_eng_req_rts): it is rung after the send */
 			if (s->wtx_unseen)
 				*all = false;
 		}
@@ -255,7 +256,7 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c
 
 bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 {
-	struct sr_arena_hdr *h = ctx->arena;
+	struct sr_arena_hdr *h = ctx->dc.arena;
 	struct iovec iov[SR_MAX_SGE];
 	struct claimed c;
 	struct handed_ack a = {0};
@@ -297,6 +298,6 @@ void sr_wire_flush_ack(struct sr_context *ctx, struct sr_qp_shm *s)
 	sr_udp_build(&pkt, s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
 	if (sendmsg(sock, &pkt.mh, MSG_DONTWAIT) < 0)
 		sr_dbg("RC ACK to another host: %m");
-	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->arena)->wire_acks, 1,
+	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->dc.arena)->wire_acks, 1,
 				  memory_order_relaxed);
 }

@@ -21,12 +21,12 @@
 #include "core/env.h"
 #include "core/qp_state.h"
 #include "core/shmlock.h"
-#include "engine/engine.h"
+#include "transport/transport.h"
 #include "wire/reqhdr.h"
 #include "wire/grh.h"
 #include "shm/exec.h"
 #include "shm/qp_err.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 
 /* The transport bits of the QP's responses: XRC answers with XRC opcodes. */
 static uint8_t resp_tr(const struct sr_qp_shm *qp)
@@ -79,7 +79,7 @@ static void ack_later(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
  * In a ping-pong (ib_write_lat, ibv_rc_pingpong) the responder's process
  * answers a message with a request of its own a few microseconds after
  * the data lands, and its posting thread sends that request itself
- * (shm/wire_tx.c).  Sent at once, the ACK wakes the peer's engine once,
+ * (datapath/wire_tx.c).  Sent at once, the ACK wakes the peer's engine once,
  * and the answer wakes it again; on a machine whose CPUs are busy
  * polling, each wake-up costs more than the wire.  So when a posting
  * thread of the QP sent one of its WQEs within SR_ENG_DACK_RECENT_NS, a
@@ -120,7 +120,7 @@ uint64_t sr_eng_dack_ns(void)
  * that ACK again (acks_after_destroy; the packet is still dropped as
  * drop_qpn: nothing executes).  READs and atomics are not answered: their
  * results went with the QP.  A receive half that reads such a datagram
- * hands it to the engine (shm/wire_rx.c).
+ * hands it to the engine (datapath/wire_rx.c).
  */
 static void dack_send(struct sr_engine *e, struct sr_eng_dack *d)
 {
@@ -145,7 +145,7 @@ static struct sr_qp_shm *dack_qp(struct sr_engine *e, const struct sr_eng_dack *
 
 /* Withdraws the handed ACK d (wtx_lock held): true if no thread took it.
  * A receive half may have handed a later one of the same connection in
- * its place (shm/wire_rx.c): that one goes. */
+ * its place (datapath/wire_rx.c): that one goes. */
 static bool dack_withdraw(struct sr_qp_shm *qp, struct sr_eng_dack *d)
 {
 	bool mine = d->valid && qp->wtx_ack;
@@ -191,7 +191,7 @@ void sr_eng_resp_dack_take(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_
 		if (dack_withdraw(qp, d))
 			dack_send(e, d);
 	} else if (!e->app) {
-		handed_send(e, qp, q); /* a receive half's (shm/wire_rx.c) */
+		handed_send(e, qp, q); /* a receive half's (datapath/wire_rx.c) */
 	}
 }
 

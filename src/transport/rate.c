@@ -1,7 +1,7 @@
 /*
  * A requester's sending rate under congestion notification (see rate.h).
  */
-#include "engine/rate.h"
+#include "transport/rate.h"
 
 static uint64_t elapsed(uint64_t from, uint64_t now)
 {

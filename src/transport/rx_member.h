@@ -1,7 +1,7 @@
 /*
  * Who reads a member of the engine's receive socket group (layout.h,
  * struct sr_rx_member): the engine, or a receive half in the process the
- * member belongs to (shm/wire_rx.c).  One reader at a time, nobody waits:
+ * member belongs to (datapath/wire_rx.c).  One reader at a time, nobody waits:
  * a reader that finds the member held leaves its datagrams to the holder.
  * A hold older than SR_RX_HOLD_STALE_NS is taken over if its holder is
  * stopped, gone or asleep with datagrams in hand (they are handled late,
@@ -12,8 +12,8 @@
  * run in ten, every packet received, drop_opcode counting the rest of
  * the broken message).
  */
-#ifndef SR_ENGINE_RX_MEMBER_H
-#define SR_ENGINE_RX_MEMBER_H
+#ifndef SR_TRANSPORT_RX_MEMBER_H
+#define SR_TRANSPORT_RX_MEMBER_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,7 +24,7 @@
 #define SR_RX_HOLD_MAX_NS   200000000ull
 
 /* Whether thread tid (of this pid namespace) is running or runnable
- * (engine/core.c: /proc/<tid>/stat, looked at once a millisecond). */
+ * (transport/core.c: /proc/<tid>/stat, looked at once a millisecond). */
 bool sr_rx_thread_runnable(int32_t tid, uint64_t now);
 /* This thread's id (cached). */
 int32_t sr_rx_self_tid(void);

@@ -22,8 +22,8 @@
  * (struct sr_udtx_slot): the engine then injects faults into them,
  * captures and counts them like its own packets.
  */
-#ifndef SR_ENGINE_DOORBELL_H
-#define SR_ENGINE_DOORBELL_H
+#ifndef SR_CORE_DOORBELL_H
+#define SR_CORE_DOORBELL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -149,7 +149,7 @@ static inline uint32_t sr_db_pop(struct sr_arena_hdr *h)
  * Queues of datagrams in slots (struct sr_udtx_slot), producers anywhere,
  * the engine the one consumer: udtx, UD datagrams posting threads hand it
  * to send; rxfwd, datagrams a receiving application hands it (QP1,
- * multicast: shm/wire_rx.c).
+ * multicast: datapath/wire_rx.c).
  */
 struct sr_slotq {
 	struct sr_udtx_slot *tab;

@@ -3,7 +3,7 @@
  * half"): a thread that polls a CQ and finds it empty, in a process with
  * QPs whose peers are on other hosts, reads its process's member of the
  * RoCEv2 engine's socket group itself and runs the engine's own code
- * (engine/core.c, req.c, resp.c) on what it gets, under each QP's
+ * (transport/core.c, req.c, resp.c) on what it gets, under each QP's
  * wtx_lock, with the QP's transport state in the arena.  The ACK and the
  * peer's next request that a ping-pong waits for then land and complete in
  * the polling thread, and no thread is woken for them: on a machine whose
@@ -20,7 +20,7 @@
  * This thread's part of the protocol is the responder's (execution, ACKs,
  * NAKs, READ responses), the completer's (completions) and, while the
  * engine lends it the member, the requester's after an ACK or response
- * (a stream's next packets: engine/req.c, app_sends), sent before it lets
+ * (a stream's next packets: transport/req.c, app_sends), sent before it lets
  * go of the QP's lock and never before the engine's own are out, so that
  * neither overtakes the other.  What the engine must take over (something
  * to send when the member is not lent, a timer it does not know, a grant
@@ -29,10 +29,10 @@
  * block in the kernel tells it so (sr_wire_rx_sleep), and one that stops
  * polling otherwise has its datagrams taken by the engine within
  * SR_ENG_RX_RECHECK_NS (engine.c, rx_lend).  One reader of a member at a
- * time (engine/rx_member.h), and nobody waits for another.
+ * time (transport/rx_member.h), and nobody waits for another.
  *
  * Injected faults that drop, duplicate or corrupt it applies itself, from
- * the rules in the arena (engine/fault_decide.c), to what it receives and
+ * the rules in the arena (transport/fault_decide.c), to what it receives and
  * what it sends.  Off while the engine has packets to hold for a fault
  * (delay, reorder) or a capture to write (rx_taps): every datagram then
  * goes through the engine.  SOFTRDMA_WIRE_RX=0 turns it off.
@@ -47,13 +47,13 @@
 #include "core/env.h"
 #include "core/shmlock.h"
 #include "core/thread_obj.h"
-#include "engine/doorbell.h"
-#include "engine/engine.h"
-#include "engine/rx_member.h"
+#include "core/doorbell.h"
+#include "transport/transport.h"
+#include "transport/rx_member.h"
 #include "shm/exec.h"
 #include "shm/fdcache.h"
-#include "shm/wire_rx.h"
-#include "verbs/internal.h"
+#include "datapath/wire_rx.h"
+#include "verbs/objects.h"
 
 #define RX_BUFS 4 /* GRO buffers per look (64 KiB each) */
 
@@ -84,10 +84,10 @@ static bool tx_on(void)
 	return sr_env_on("SOFTRDMA_WIRE_SEND", &on);
 }
 
-/* Whether this thread sends its QPs' requests too (engine/req.c,
+/* Whether this thread sends its QPs' requests too (transport/req.c,
  * app_sends): while the engine leaves its member to its process's threads
  * and has nothing to capture or hold (rx_taps).  Drops, duplicates and
- * corruptions this thread applies itself (engine/fault_decide.c). */
+ * corruptions this thread applies itself (transport/fault_decide.c). */
 static bool may_send(struct sr_arena_hdr *h, struct sr_rx_member *mb)
 {
 	return tx_on() && atomic_load_explicit(&mb->lent, memory_order_relaxed) &&
@@ -137,7 +137,7 @@ static struct rx_half *half(struct sr_context *ctx)
 	memset(r->shown_drops, 0, sizeof(r->shown_drops));
 	r->poll_noted = 0;
 	r->ctx = NULL;
-	if (sr_eng_init(&r->e, ctx, ctx->arena, true, true))
+	if (sr_eng_init(&r->e, &ctx->dc, ctx->dc.arena, true, true))
 		return NULL;
 	for (int i = 0; i < SR_ENG_SOCKS; i++) {
 		r->e.socks[i] = sock;
@@ -163,8 +163,8 @@ static int rx_sock(struct sr_context *ctx)
 	if (!atomic_load_explicit(&ctx->wire_rx_state, memory_order_relaxed)) {
 		memset(&req, 0, sizeof(req));
 		req.op = SR_OP_WIRE_RX;
-		if (!sr_ctx_request(ctx, &req, &rep, NULL, 0, &fd, &nfds) && nfds == 1 && fd >= 0 &&
-		    rep.handle && rep.handle < SR_RX_MEMBERS) {
+		if (!sr_ctx_request(&ctx->dc, &req, &rep, NULL, 0, &fd, &nfds) && nfds == 1 &&
+		    fd >= 0 && rep.handle && rep.handle < SR_RX_MEMBERS) {
 			ctx->wire_rx_fd = fd;
 			ctx->wire_rx_member = rep.handle;
 		} else if (fd >= 0) {
@@ -212,7 +212,7 @@ static void ring(struct rx_half *r, struct sr_qp_shm *qp)
 	struct sr_arena_hdr *h = r->e.arena;
 
 	if (sr_db_ring(h, qp) && h->engine_fd_id)
-		sr_fdcache_signal(r->ctx, h->engine_fd_id);
+		sr_fdcache_signal(&r->ctx->dc, h->engine_fd_id);
 }
 
 /* After a batch: the grants this thread's completions made possible, and
@@ -253,7 +253,7 @@ static void hand_over(struct rx_half *r)
 	if (r->kick) {
 		r->kick = false;
 		if (sr_db_sleeping(h) && h->engine_fd_id)
-			sr_fdcache_signal(r->ctx, h->engine_fd_id);
+			sr_fdcache_signal(&r->ctx->dc, h->engine_fd_id);
 	}
 	/* what it counted, into the host's counters (`softrdma status`) */
 	sr_eng_counts_publish(e, r->shown_cnt, r->shown_drops);
@@ -261,7 +261,7 @@ static void hand_over(struct rx_half *r)
 
 int sr_wire_rx_poll(struct sr_context *ctx)
 {
-	struct sr_arena_hdr *h = ctx->arena;
+	struct sr_arena_hdr *h = ctx->dc.arena;
 	struct sr_rx_member *mb;
 	struct rx_half *r;
 	uint64_t hold;
@@ -334,7 +334,7 @@ int sr_wire_rx_poll(struct sr_context *ctx)
 
 void sr_wire_rx_sleep(struct sr_context *ctx)
 {
-	struct sr_arena_hdr *h = ctx->arena;
+	struct sr_arena_hdr *h = ctx->dc.arena;
 	struct sr_rx_member *mb;
 	struct rx_half *r;
 
@@ -350,5 +350,5 @@ void sr_wire_rx_sleep(struct sr_context *ctx)
 	 * on its way to sleep, so it is woken whether it said so or not) */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&mb->lent, memory_order_relaxed) && h->engine_fd_id)
-		sr_fdcache_signal(ctx, h->engine_fd_id);
+		sr_fdcache_signal(&ctx->dc, h->engine_fd_id);
 }

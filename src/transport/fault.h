@@ -49,8 +49,8 @@
  * halves are off (rx_taps) and every packet is the engine's.  The daemon
  * changes the spec through the engine's control mailbox (ctl.h).
  */
-#ifndef SR_ENGINE_FAULT_H
-#define SR_ENGINE_FAULT_H
+#ifndef SR_TRANSPORT_FAULT_H
+#define SR_TRANSPORT_FAULT_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -2,12 +2,12 @@
  * The receive half: a thread that polls an empty CQ takes the host's RoCEv2
  * datagrams itself (see wire_rx.c).
  */
-#ifndef SR_SHM_WIRE_RX_H
-#define SR_SHM_WIRE_RX_H
+#ifndef SR_DATAPATH_WIRE_RX_H
+#define SR_DATAPATH_WIRE_RX_H
 
 #include <stdatomic.h>
 
-#include "verbs/internal.h"
+#include "verbs/objects.h"
 
 /* Inside a reader section (shm/epoch.h): reads what the engine's socket
  * holds and processes it; how many receive buffers it took (0: none, or

@@ -23,12 +23,11 @@
 
 #include "core/copy.h"
 #include "core/shmlock.h"
-#include "engine/engine.h"
+#include "transport/transport.h"
 #include "shm/exec.h"
 #include "shm/mrmap.h"
 #include "shm/qp_err.h"
-#include "shm/wire_tx.h"
-#include "verbs/internal.h"
+#include "shm/devctx.h"
 #include "wire/reqhdr.h"
 
 static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q);
@@ -316,7 +315,7 @@ static void req_init(struct sr_qp_shm *qp, struct sr_eng_qp *q)
 }
 
 /*
- * Whether a receive half sends q's requests itself (shm/wire_rx.c, "The
+ * Whether a receive half sends q's requests itself (datapath/wire_rx.c, "The
  * send half"): while its process's threads poll (the engine lent them
  * their member, so the QP's ACKs and responses come to them) it runs the
  * requester where the engine would have been woken to, so that a stream's
@@ -388,7 +387,7 @@ static void req_run(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	if (e->app && (state != IBV_QPS_RTS || !q->req.req_init || !app_sends(e, q) ||
 		       qp->type == IBV_QPT_UC)) {
 		/* what is left to send (new WQEs, a rewind, a flush) is the
-		 * engine's, rung after the batch (shm/wire_rx.c).  UC's is
+		 * engine's, rung after the batch (datapath/wire_rx.c).  UC's is
 		 * always: its packets sent by two threads through two sockets
 		 * can pass each other in the kernel, which RC repairs and UC
 		 * cannot (a message lost, drop_opcode) */
@@ -700,7 +699,7 @@ static void resend_alone(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 	q->comp.recovering = true;
 	q->comp.rec_psn = q->comp.una;
 	q->comp.rec_on = sends_on_past_gap(e, qp, q);
-	req_run(e, qp, q); /* (or the engine, soon: shm/wire_rx.c) */
+	req_run(e, qp, q); /* (or the engine, soon: datapath/wire_rx.c) */
 	/* it or its ACK may be lost too, and no NAK would say so (one per
 	 * gap): it goes again after four of its round trips, not after a
 	 * probe's milliseconds */
@@ -1112,7 +1111,7 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		arm_timer(e, qp, q);
 }
 
-/* ---- the requester shared with posting threads (shm/wire_tx.c) ---- */
+/* ---- the requester shared with posting threads (datapath/wire_tx.c) ---- */
 
 /*
  * A posting thread may send a SEND or WRITE of an RC QP of up to
@@ -1146,7 +1145,7 @@ static void absorb(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *
 		sw->local_done = false;
 		sw->resp_off = 0;
 		sw->first_psn = q->req.npsn;
-		/* a message of up to SR_WIRE_DIRECT_PKTS packets (shm/wire_tx.c);
+		/* a message of up to SR_WIRE_DIRECT_PKTS packets (datapath/wire_tx.c);
 		 * a WQE its process rewrote since is held to what it could send */
 		w = sr_sq_wqe(e->arena, qp, q->req.spos);
 		k = npkts_of(qp, w);
@@ -1263,7 +1262,7 @@ static void publish(struct sr_qp_shm *qp, const struct sr_eng_qp *q, bool ok)
  * may set it up.  The engine does not know of this grant (it is on none
  * of its lists, so nothing would time a lost packet out) until the thread
  * that sends under it rings the doorbell after its send (wtx_unseen,
- * shm/wire_tx.c): the engine then takes what was sent in (sr_eng_req_keep)
+ * datapath/wire_tx.c): the engine then takes what was sent in (sr_eng_req_keep)
  * off the message's path, and the grant over.
  */
 bool sr_eng_req_rts(const void *arena, struct sr_qp_shm *qp, struct sr_eng_qp *q, uint64_t q_size)
