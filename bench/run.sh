@@ -3,6 +3,7 @@
 #
 #   bench/run.sh [--short] [--rounds N] [--no-deps] [--pin]
 #                [--no-twohost | --twohost-only] [--twohost-rounds N]
+#                [--against SRC_DIR]
 #   make bench             full: 8 sizes (8 B .. 1 MiB), all tests, 5 rounds;
 #                          about 6-10 minutes on an idle 2-vCPU VM, plus
 #                          the two-host section (3 rounds: 25 minutes measured
@@ -42,6 +43,15 @@
 # 4. writes results/<timestamp>/: raw.tsv (every measurement), logs/,
 #    report.md and PNG plots (bench/report.py, Debian's python3).
 #
+# --against SRC_DIR: an A/B run of two trees (SRC_DIR is another checkout,
+# say the commit before a change: `git worktree add /tmp/base HEAD~1`).
+# It is built into build-release-against with its own softrdmad, and each
+# same-host softrdma measurement runs on both, interleaved within every
+# round (system "softrdma" and "softrdma-against"); the peers, memcpy and
+# the other sections are left out.  ab.txt gets the table (bench/ab.py):
+# each figure's median on both trees, their ratio and each tree's
+# round-to-round spread.
+#
 # Nothing is pinned by default (--pin: servers on CPU 1, clients on CPU 0,
 # for every program alike, probe included); the full run also measures
 # pinned against unpinned latency for softrdma and UCX to show whether it
@@ -56,6 +66,7 @@ PIN=0
 SAMEHOST=1
 TWOHOST=1
 TH_ROUNDS=
+AGAINST=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--short) MODE=short ;;
@@ -66,7 +77,8 @@ while [ $# -gt 0 ]; do
 	--no-twohost) TWOHOST=0 ;;
 	--twohost-only) SAMEHOST=0 ;;
 	--twohost-rounds) TH_ROUNDS=$2; shift ;;
-	-h | --help) sed -n '2,46p' "$0"; exit 0 ;;
+	--against) AGAINST=$(cd "$2" && pwd) || exit 2; shift ;;
+	-h | --help) sed -n '2,55p' "$0"; exit 0 ;;
 	*) echo "bench/run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -99,9 +111,14 @@ say() { printf '%s\n' "$*" | tee -a "$OUT/progress.log"; }
 
 # ---------------------------------------------------------------- cleanup
 DPID=
+AB_DPID=
 BGPIDS=()
 cleanup() {
 	local p
+	if [ -n "$AB_DPID" ]; then
+		kill "$AB_DPID" 2>/dev/null
+		wait "$AB_DPID" 2>/dev/null
+	fi
 	for p in "${BGPIDS[@]}"; do
 		kill "$p" 2>/dev/null
 	done
@@ -152,6 +169,16 @@ for p in resource_cost qp_scale; do
 	gcc -O2 -Wall -I/usr/include -o "$BB/$p" "$ROOT/bench/$p.c" "$BUILD/lib/libibverbs.so.1" || exit 1
 done
 SR=$BUILD/bin/softrdma
+if [ -n "$AGAINST" ]; then
+	AB_BUILD=$ROOT/build-release-against
+	say "building $AGAINST (Release) into build-release-against ..."
+	if ! { cmake -S "$AGAINST" -B "$AB_BUILD" -DCMAKE_BUILD_TYPE=Release &&
+		cmake --build "$AB_BUILD" -j2; } >"$LOGS/build-against.log" 2>&1; then
+		say "build failed, see $LOGS/build-against.log"
+		exit 1
+	fi
+	TWOHOST=0
+fi
 
 # ------------------------------------------------------------ environment
 {
@@ -183,6 +210,27 @@ GID=$("$SR" run -- ibv_devinfo -v 2>/dev/null | gid_from_devinfo 127.0.0.1) ||
 	{ say "soft0 has no GID for 127.0.0.1"; exit 1; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
 D_TICKS0=$(cpu_ticks "$DPID")
+# the other tree's daemon, on a socket of its own
+if [ -n "$AGAINST" ]; then
+	AB_SR=$AB_BUILD/bin/softrdma
+	AB_SOCKET=bench-against-$$
+	SOFTRDMA_SOCKET=$AB_SOCKET "$AB_BUILD/bin/softrdmad" --idle 0 >"$LOGS/softrdmad-against.log" 2>&1 &
+	AB_DPID=$!
+	for _ in $(seq 100); do
+		SOFTRDMA_SOCKET=$AB_SOCKET "$AB_SR" status 2>/dev/null | grep -q '^device' && break
+		sleep 0.05
+	done
+	AB_GID=$(SOFTRDMA_SOCKET=$AB_SOCKET "$AB_SR" run -- ibv_devinfo -v 2>/dev/null | gid_from_devinfo 127.0.0.1) ||
+		{ say "the other tree's soft0 has no GID for 127.0.0.1"; exit 1; }
+	echo "against: $AGAINST at $(git -C "$AGAINST" rev-parse --short HEAD 2>/dev/null)" >>"$OUT/env.txt"
+fi
+# against CMD...: CMD on the other tree (its softrdma, daemon and GID)
+against() {
+	local SR=$AB_SR GID=$AB_GID SR_SYS=softrdma-against
+	local -x SOFTRDMA_SOCKET=$AB_SOCKET
+	"$@"
+}
+SR_SYS=softrdma
 
 # ---------------------------------------------------------------- helpers
 if [ "$PIN" = 1 ]; then
@@ -352,7 +400,7 @@ m_sr_bw() { # TEST SIZE
 	pt "$test" "$s" "$n"
 	gb=$(gbs_from_gbits "$(jget "$PT_JSON" BW_average)")
 	rate=$(jget "$PT_JSON" MsgRate)
-	record "$test" softrdma "$s" "$gb" GB/s "msgrate_mpps=$rate;iters=$n" "$rate Mpps"
+	record "$test" "$SR_SYS" "$s" "$gb" GB/s "msgrate_mpps=$rate;iters=$n" "$rate Mpps"
 }
 m_ucx_bw() { # TEST(put_bw|get|am_bw) SIZE
 	local test=$1 s=$2 n w gb rate
@@ -385,7 +433,7 @@ m_ucxsr_bw() { # SIZE
 	ucx_sr put_bw "$s" "$n" -w "$w" -D "$layout"
 	gb=$(gbs_from_mib "$(ucx_field 6)")
 	rate=$(ucx_field 8)
-	record ucxsr_put_bw ucx-softrdma "$s" "$gb" GB/s "msgrate=$rate;iters=$n;layout=$layout" "$rate msg/s ($layout)"
+	record ucxsr_put_bw "ucx-$SR_SYS" "$s" "$gb" GB/s "msgrate=$rate;iters=$n;layout=$layout" "$rate msg/s ($layout)"
 }
 m_ucxsr_lat() {
 	local typ avg
@@ -393,7 +441,7 @@ m_ucxsr_lat() {
 	ucx_sr put_lat 8 200000
 	typ=$(ucx_field 2)
 	avg=$(ucx_field 4)
-	record ucxsr_put_lat ucx-softrdma 8 "$typ" usec "avg=$avg" "avg $avg"
+	record ucxsr_put_lat "ucx-$SR_SYS" 8 "$typ" usec "avg=$avg" "avg $avg"
 }
 m_fi_bw() {
 	local s=$1 n gb
@@ -414,7 +462,7 @@ m_sr_lat() { # TEST
 	pt "$test" 8 100000
 	typ=$(cyc2us "$(jget "$PT_JSON" t_typical)")
 	avg=$(cyc2us "$(jget "$PT_JSON" t_avg)")
-	record "$test" softrdma 8 "$typ" usec "avg=$avg;min=$(cyc2us "$(jget "$PT_JSON" t_min)");p99=$(cyc2us "$(jget "$PT_JSON" percentile_99)")" "avg $avg"
+	record "$test" "$SR_SYS" 8 "$typ" usec "avg=$avg;min=$(cyc2us "$(jget "$PT_JSON" t_min)");p99=$(cyc2us "$(jget "$PT_JSON" percentile_99)")" "avg $avg"
 }
 m_ucx_lat() { # TEST(put_lat|am_lat|get|fadd)
 	local test=$1 typ avg name
@@ -519,6 +567,32 @@ samehost_section() {
 	done
 }
 
+# --against: softrdma's same-host figures on both trees, A B / B A
+ab_section() {
+	for ROUND in $(seq 1 "$ROUNDS"); do
+		GROUP=bw
+		for s in $SIZES; do
+			pair "m_sr_bw ib_write_bw $s" "against m_sr_bw ib_write_bw $s"
+			pair "m_ucxsr_bw $s" "against m_ucxsr_bw $s"
+			case " $READ_SIZES " in *" $s "*) pair "m_sr_bw ib_read_bw $s" "against m_sr_bw ib_read_bw $s" ;; esac
+			case " $SEND_SIZES " in *" $s "*) pair "m_sr_bw ib_send_bw $s" "against m_sr_bw ib_send_bw $s" ;; esac
+		done
+		GROUP=lat
+		for l in $LAT_PAIRS; do
+			pair "m_sr_lat ib_${l}_lat" "against m_sr_lat ib_${l}_lat"
+		done
+		pair "m_ucxsr_lat" "against m_ucxsr_lat"
+	done
+}
+
+if [ -n "$AGAINST" ]; then
+	[ "$SAMEHOST" = 1 ] && ab_section
+	/usr/bin/python3 "$ROOT/bench/ab.py" "$RAW" >"$OUT/ab.txt"
+	rc=$?
+	tee -a "$OUT/progress.log" <"$OUT/ab.txt"
+	say "A/B table: $OUT/ab.txt"
+	exit $rc
+fi
 [ "$SAMEHOST" = 1 ] && samehost_section
 
 D_TICKS1=$(cpu_ticks "$DPID")
