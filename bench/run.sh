@@ -226,11 +226,12 @@ if [ -n "$AGAINST" ]; then
 fi
 # against CMD...: CMD on the other tree (its softrdma, daemon and GID)
 against() {
-	local SR=$AB_SR GID=$AB_GID SR_SYS=softrdma-against
+	local SR=$AB_SR GID=$AB_GID SR_SYS=softrdma-against SR_TAG=_against
 	local -x SOFTRDMA_SOCKET=$AB_SOCKET
 	"$@"
 }
 SR_SYS=softrdma
+SR_TAG=
 
 # ---------------------------------------------------------------- helpers
 if [ "$PIN" = 1 ]; then
@@ -301,7 +302,7 @@ pt() {
 	*_lat) extra=(-C) ;; # report in TSC cycles: 0.5 ns resolution instead of 10 ns
 	esac
 	next_port
-	tag=$LOGS/r${ROUND}_${test}_${size}
+	tag=$LOGS/r${ROUND}_${test}_${size}$SR_TAG
 	PT_JSON=$tag.cli.json
 	rm -f "$PT_JSON"
 	$PIN_S timeout 120 "$SR" run -- "$test" -d soft0 -x "$GID" -F "${extra[@]}" -p "$PORT" -s "$size" -n "$iters" \
@@ -344,7 +345,7 @@ ucx_sr() {
 	local test=$1 size=$2 iters=$3 tag spid
 	shift 3
 	next_port
-	tag=$LOGS/r${ROUND}_ucxsr_${test}_${size}
+	tag=$LOGS/r${ROUND}_ucxsr_${test}_${size}$SR_TAG
 	timeout 120 "$SR" run -q -- ucx_perftest -p "$PORT" $UCX_S >"$tag.srv.txt" 2>&1 &
 	spid=$!
 	BGPIDS=("$spid")
