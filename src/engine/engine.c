@@ -251,12 +251,11 @@ static void run_udtx(struct sr_engine *e)
 
 	while (k < SR_UDTX_SLOTS && (t = sr_udtx_at(h, k))) {
 		uint32_t hl = t->hlen, pl = t->paylen; /* the arena is the user's */
-		unsigned i = t->qpn % SR_ENG_SOCKS;
 
 		k++;
 		if (hl < SR_BTH_LEN || hl > SR_MAX_HDR_LEN || pl > SR_UDTX_DATA - hl)
 			continue; /* a process of the user scribbled on the slot */
-		sr_eng_send(e, NULL, t->sgid, t->dgid, e->socks[i], e->sports[i], t->data, hl,
+		sr_eng_send(e, &(struct sr_eng_path){t->sgid, t->dgid, t->qpn}, t->data, hl,
 			    &(struct iovec){t->data + hl, pl}, 1, pl);
 	}
 	if (!k)

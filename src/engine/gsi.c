@@ -128,8 +128,7 @@ static _Atomic uint32_t gsi_psn;
 
 /* m as a UD SEND_ONLY to QP 1 into e's transmit batch; its payload, mad,
  * must stay until the batch is flushed. */
-static void gsi_send(struct sr_engine *e, const struct sr_gsi_mad *m, const uint8_t *mad, int sock,
-		     uint16_t sport)
+static void gsi_send(struct sr_engine *e, const struct sr_gsi_mad *m, const uint8_t *mad)
 {
 	uint8_t hdr[SR_UD_MAX_HDR_LEN];
 	struct iovec iov = {(void *)mad, SR_GSI_MAD_SIZE};
@@ -137,7 +136,8 @@ static void gsi_send(struct sr_engine *e, const struct sr_gsi_mad *m, const uint
 	unsigned hl = sr_ud_hdr_put(hdr, false, false, SR_DEFAULT_PKEY, GSI_QPN, psn & SR_PSN_MASK,
 				    SR_GSI_QKEY, GSI_QPN, 0);
 
-	sr_eng_send(e, NULL, m->sgid, m->dgid, sock, sport, hdr, hl, &iov, 1, SR_GSI_MAD_SIZE);
+	sr_eng_send(e, &(struct sr_eng_path){m->sgid, m->dgid, GSI_QPN}, hdr, hl, &iov, 1,
+		    SR_GSI_MAD_SIZE);
 }
 
 /* ---- the engine thread ---- */
@@ -150,8 +150,7 @@ void sr_eng_gsi_turn(struct sr_engine *e)
 	unsigned n = pop(&gsi_tx, out, SR_ENG_TX_BATCH);
 
 	for (unsigned i = 0; i < n; i++)
-		gsi_send(e, &out[i], out[i].mad, e->socks[GSI_QPN % SR_ENG_SOCKS],
-			 e->sports[GSI_QPN % SR_ENG_SOCKS]);
+		gsi_send(e, &out[i], out[i].mad);
 	if (n)
 		sr_eng_flush_tx(e);
 }
@@ -259,6 +258,11 @@ void sr_engine_gsi_attach(void *arena)
 	direct->tx_sock = sr_udp_socket(0, &direct->tx_sport);
 	if (direct->tx_sock < 0)
 		direct->tx_sock = -1;
+	/* its sends leave through its own socket, whatever their flow */
+	for (unsigned i = 0; i < SR_ENG_SOCKS; i++) {
+		direct->e.socks[i] = direct->tx_sock;
+		direct->e.sports[i] = direct->tx_sport;
+	}
 }
 
 int sr_engine_gsi_sock(void)
@@ -323,7 +327,7 @@ static bool direct_send(const struct sr_gsi_mad *m)
 		return false;
 	/* a copy kept until the flush (m is the caller's) */
 	mad = sr_eng_stage(&direct->e, m->mad, SR_GSI_MAD_SIZE);
-	gsi_send(&direct->e, m, mad, direct->tx_sock, direct->tx_sport);
+	gsi_send(&direct->e, m, mad);
 	if (mad == m->mad) /* no room for a copy: out before m goes */
 		sr_engine_gsi_flush();
 	return true;

@@ -181,14 +181,17 @@ void sr_eng_flush_tx(struct sr_engine *e)
 	atomic_store_explicit(&e->cnt[SR_ENG_GSO_DGRAMS], s->gso_segs, memory_order_relaxed);
 }
 
-void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t *sgid,
-		 const uint8_t *dgid, int sock, uint16_t sport, const uint8_t *hdr, unsigned hlen,
-		 const struct iovec *pay, unsigned npay, uint32_t paylen)
+void sr_eng_send(struct sr_engine *e, const struct sr_eng_path *to, const uint8_t *hdr,
+		 unsigned hlen, const struct iovec *pay, unsigned npay, uint32_t paylen)
 {
-	(void)qp;
+	/* RoCEv2: the flow's socket of the pool, and its source port */
+	unsigned k = to->flow % SR_ENG_SOCKS;
+	const uint8_t *sgid = to->sgid, *dgid = to->dgid;
+	uint16_t sport = e->sports[k];
+
 	if (e->ntx == SR_ENG_TX_BATCH)
 		sr_eng_flush_tx(e);
-	e->txsock[e->ntx] = sock;
+	e->txsock[e->ntx] = e->socks[k];
 	sr_udp_build(&e->tx[e->ntx], sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
 	sr_eng_count(&e->cnt[SR_ENG_TX_PKTS], 1);
 	sr_eng_count(&e->cnt[SR_ENG_TX_BYTES], paylen);

@@ -258,8 +258,7 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 			   qp->dest_qpn, ackreq && qp->type != IBV_QPT_UC, q->req.npsn);
 		q->req.npsn = sr_psn_add(q->req.npsn, 1);
 	}
-	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,
-		    hl, iov, niov, len);
+	sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h, hl, iov, niov, len);
 	if (e->app) {
 		e->app_sent = true; /* sent before the lock goes (req_leave) */
 		sr_eng_count(&e->cnt[SR_ENG_APP_REQS], 1);

@@ -46,7 +46,7 @@ static void send_aeth(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	sr_aeth_put(h + SR_BTH_LEN, syndrome, q->resp.msn);
 	if (elen)
 		memcpy(h + SR_BTH_LEN + SR_AETH_LEN, extra, elen);
-	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,
+	sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h,
 		    SR_BTH_LEN + SR_AETH_LEN + elen, pay, npay, paylen);
 }
 
@@ -128,8 +128,7 @@ static void dack_send(struct sr_engine *e, struct sr_eng_dack *d)
 
 	d->valid = false;
 	sr_ack_hdr_put(h, d->dest_qpn, d->psn, d->msn);
-	sr_eng_send(e, NULL, d->sgid, d->dgid, sr_eng_sock(e, d->qpn), sr_eng_sport(e, d->qpn), h,
-		    sizeof(h), NULL, 0, 0);
+	sr_eng_send(e, &(struct sr_eng_path){d->sgid, d->dgid, d->qpn}, h, sizeof(h), NULL, 0, 0);
 }
 
 /* The QP object the handed ACK belongs to, if it is still that QP. */
@@ -427,8 +426,8 @@ static void read_respond(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 
 			sr_bth_put(h, resp_tr(qp) | op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn,
 				   false, sr_psn_add(psn, i));
-			sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn),
-				    sr_eng_sport(e, q->qpn), h, SR_BTH_LEN, &iov, 1, chunk);
+			sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h,
+				    SR_BTH_LEN, &iov, 1, chunk);
 		} else {
 			send_aeth(e, qp, q, resp_tr(qp) | op, sr_psn_add(psn, i),
 				  SR_AETH_ACK | SR_AETH_NO_CREDIT_LIMIT, NULL, 0, &iov,
@@ -978,8 +977,7 @@ static void notify_congestion(struct sr_engine *e, struct sr_qp_shm *qp, struct 
 	q->resp.cnp_at = e->now;
 	sr_cnp_put(h, qp->dest_qpn);
 	sr_eng_count(&e->cnt[SR_ENG_CNP_TX], 1);
-	sr_eng_send(e, qp, qp->sgid, qp->dgid, sr_eng_sock(e, q->qpn), sr_eng_sport(e, q->qpn), h,
-		    sizeof(h), NULL, 0, 0);
+	sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h, sizeof(h), NULL, 0, 0);
 }
 
 void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,

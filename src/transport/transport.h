@@ -451,22 +451,24 @@ static inline struct sr_eng_slot *sr_eng_slot_of(const struct sr_engine *e,
 {
 	return sr_eng_slot_at(e, q->qpn);
 }
-/* The socket and UDP source port a QP sends from (its pool socket). */
-static inline int sr_eng_sock(const struct sr_engine *e, uint32_t qpn)
-{
-	return e->socks[qpn % SR_ENG_SOCKS];
-}
-static inline uint16_t sr_eng_sport(const struct sr_engine *e, uint32_t qpn)
-{
-	return e->sports[qpn % SR_ENG_SOCKS];
-}
+/*
+ * Where a packet goes, as the transport knows it: the path of the QP it is
+ * for (the link below takes what it needs of it: the GIDs, which are the
+ * IP addresses on RoCEv2) and the flow it belongs to, the sending QP's
+ * number, which a link keeps in order and spreads (RoCEv2: over the pool
+ * of source ports, as rxe's 0xC000 | hash(qpn)).
+ */
+struct sr_eng_path {
+	const uint8_t *sgid, *dgid;
+	uint32_t flow;
+};
 /* Whether q is the current state of qp (no reset or re-route since). */
 bool sr_eng_qp_is(const struct sr_engine *e, const struct sr_qp_shm *qp, const struct sr_eng_qp *q);
 void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q);
-/* Queues a packet: hdr (hlen bytes) + payload pieces; computes pad and ICRC. */
-void sr_eng_send(struct sr_engine *e, const struct sr_qp_shm *qp, const uint8_t *sgid,
-		 const uint8_t *dgid, int sock, uint16_t sport, const uint8_t *hdr, unsigned hlen,
-		 const struct iovec *pay, unsigned npay, uint32_t paylen);
+/* Queues a packet on path to: hdr (hlen bytes, from the BTH on) and payload
+ * pieces; the link adds its headers, the pad and the ICRC. */
+void sr_eng_send(struct sr_engine *e, const struct sr_eng_path *to, const uint8_t *hdr,
+		 unsigned hlen, const struct iovec *pay, unsigned npay, uint32_t paylen);
 void sr_eng_flush_tx(struct sr_engine *e);
 /* A READ response's payload (len <= SR_ENG_STAGE_MAX) copied out of the
  * responder's MR into memory of the transmit batch, to be sent as the next
