@@ -15,7 +15,13 @@
 #                              (bench/link.sh); NN_DAEMON_LOG=F: the daemons'
 #                              stderr goes to F.a and F.b; NN_DAEMON_LOG_DIR=D:
 #                              to D/nn-daemon-<pid>.a and .b (kept);
-#                              NN_DAEMON_LOG_LEVEL=N: the daemons' SOFTRDMA_LOG
+#                              NN_DAEMON_LOG_LEVEL=N: the daemons' SOFTRDMA_LOG;
+#                              NN_DAEMON_LOG_INFO=1: they log at info to a
+#                              temporary file, for nn_daemon_logs
+#   nn_daemon_logs [N]         the last N (30) lines of each daemon's log,
+#                              if it has one: what a failed test shows of
+#                              the daemons' side (clients dropped and why,
+#                              QPNs with no QP)
 #   on_a CMD... / on_b CMD...  run CMD in host a / b with the environment of
 #                              that host's daemon (LD_LIBRARY_PATH=build/lib,
 #                              SOFTRDMA_SOCKET, SOFTRDMA_NO_SPAWN=1)
@@ -90,10 +96,11 @@ nn_setup() {
 	NN_SAN=$(sed -n 's/^SOFTRDMA_SANITIZE:[A-Z]*=//p' "$NN_BUILD/CMakeCache.txt" 2>/dev/null)
 	if [ -n "${NN_DAEMON_LOG_DIR:-}" ] && [ -z "${NN_DAEMON_LOG:-}" ]; then
 		NN_DAEMON_LOG=$NN_DAEMON_LOG_DIR/nn-daemon-$$
-	elif [ -n "$NN_SAN" ] && [ -z "${NN_DAEMON_LOG:-}" ]; then
+	elif { [ -n "$NN_SAN" ] || [ -n "${NN_DAEMON_LOG_INFO:-}" ]; } && [ -z "${NN_DAEMON_LOG:-}" ]; then
 		NN_DAEMON_LOG=$(mktemp -u /tmp/nn-daemon-$$.XXXXXX)
 		NN_DAEMON_LOG_TMP=1
 	fi
+	[ -n "${NN_DAEMON_LOG_INFO:-}" ] && : "${NN_DAEMON_LOG_LEVEL:=2}"
 	NN_N=$(($$ % 250 + 1))
 	[ "$(id -u)" = 0 ] || nn_skip "not root, and no user namespace: cannot create network namespaces"
 	# NN_NEEDS_RCVBUF=1: the test streams UC messages of megabytes, which
@@ -164,6 +171,15 @@ nn_start_daemon() {
 		"${NN_CMD[@]}" "$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null &
 	fi
 	printf -v "NN_DPID_${h^^}" %s $!
+}
+
+nn_daemon_logs() {
+	local h
+	[ -n "${NN_DAEMON_LOG:-}" ] || return 0
+	for h in a b; do
+		[ -r "$NN_DAEMON_LOG.$h" ] && tail -"${1:-30}" "$NN_DAEMON_LOG.$h" | sed "s/^/[daemon $h] /"
+	done
+	return 0
 }
 
 nn_wait_daemon() {

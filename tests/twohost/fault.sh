@@ -61,6 +61,7 @@ if [ "$mode" = trace -o "$mode" = ud -o "$mode" = span ] && ! command -v tshark 
 	echo "SKIP: tshark is not installed"; exit 77
 fi
 [ "$mode" = loss ] && export SOFTRDMA_FAULT=$spec
+NN_DAEMON_LOG_INFO=1 # a failed pair shows what the daemons did (pp)
 nn_setup "$build" 1500 || exit 1
 unset SOFTRDMA_FAULT
 tmp=$(mktemp -d)
@@ -113,6 +114,7 @@ pp() {
 	[ "$pp_crc$pp_src" = 00 ] || keep=40
 	sed 's/^/[client] /' "$tmp/cli" | tail -$keep
 	sed 's/^/[server] /' "$tmp/srv" | tail -$keep
+	[ $keep = 3 ] || nn_daemon_logs
 }
 
 mode_rules() {

@@ -16,6 +16,7 @@ set -u
 here=$(dirname "$0")
 source "$here/../lib_netns.sh"
 build=$1 mtu=$2 rounds=${3:-20000}
+NN_DAEMON_LOG_INFO=1 # a failure shows what the daemons did (tests/intermittent.txt)
 nn_setup "$build" "$mtu" || exit 1
 ga=$(nn_gid_index a "$(addr_a)") && gb=$(nn_gid_index b "$(addr_b)") ||
 	{ echo "FAIL: no RoCE v2 GID for the veth addresses"; exit 1; }
@@ -61,6 +62,7 @@ done
 		grep -oE ' (drop_[a-z-]+|retransmits|rx_[a-z_]+) [1-9][0-9]*| unknown_[a-z]+ 0x[0-9a-f]+' |
 		tr -d '\n')"
 done
+[ $ok = 1 ] || nn_daemon_logs
 v=$(on_b "$NN_SR" status | grep 'roce v2' | tr ' ' '\n' | grep -A1 -x rx_by_member | tail -1)
 echo "host b: rx_by_member $v"
 awk -F, '{ t = 0; own = 0; for (i = 1; i <= NF; i++) { t += $i; if (i > 1 && $i > 0) own++ }
