@@ -47,19 +47,47 @@ static int holder_dead(uint32_t tid)
 	return kill((pid_t)tid, 0) != 0 && errno == ESRCH;
 }
 
+/* this process's longest wait for a lock since the last look
+ * (sr_shm_lock_worst), and the thread that held it */
+static _Atomic uint64_t worst_ns, worst_at;
+static _Atomic uint32_t worst_holder;
+
+static void note_wait(uint64_t since, uint32_t holder)
+{
+	uint64_t t = now_ns(), d = t - since;
+
+	if (d <= atomic_load_explicit(&worst_ns, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&worst_ns, d, memory_order_relaxed);
+	atomic_store_explicit(&worst_at, t, memory_order_relaxed);
+	atomic_store_explicit(&worst_holder, holder, memory_order_relaxed);
+}
+
+void sr_shm_lock_worst(uint64_t *ns, uint64_t *at, uint32_t *holder)
+{
+	*ns = atomic_exchange_explicit(&worst_ns, 0, memory_order_relaxed);
+	*at = atomic_load_explicit(&worst_at, memory_order_relaxed);
+	*holder = atomic_load_explicit(&worst_holder, memory_order_relaxed);
+}
+
 void sr_shm_lock_slow(struct sr_lock *l, uint32_t me)
 {
-	uint64_t next_check = 0;
+	uint64_t next_check = 0, since = 0;
+	uint32_t last = 0;
 
 	for (unsigned spins = 0;; spins++) {
 		uint32_t h = atomic_load_explicit(&l->holder, memory_order_relaxed);
 
 		if (h == 0) {
 			if (atomic_compare_exchange_weak_explicit(
-				&l->holder, &h, me, memory_order_acquire, memory_order_relaxed))
+				&l->holder, &h, me, memory_order_acquire, memory_order_relaxed)) {
+				if (since)
+					note_wait(since, last);
 				return;
+			}
 			continue;
 		}
+		last = h;
 		if (spins < 256) {
 			__builtin_ia32_pause();
 			continue;
@@ -70,6 +98,7 @@ void sr_shm_lock_slow(struct sr_lock *l, uint32_t me)
 			uint64_t t = now_ns();
 
 			if (!next_check) {
+				since = t;
 				next_check = t + 5000000;
 			} else if (t >= next_check) {
 				next_check = t + 5000000;

@@ -522,7 +522,7 @@ static void *engine_main(void *arg)
 
 	short_slice();
 	while (!atomic_load_explicit(&engine_stop, memory_order_relaxed)) {
-		uint64_t next, held, dack_at,
+		uint64_t next, held, dack_at, turn_at, turn,
 		    tx0 = atomic_load_explicit(&e->cnt[SR_ENG_TX_PKTS], memory_order_relaxed);
 		bool busy;
 
@@ -530,6 +530,7 @@ static void *engine_main(void *arg)
 		sr_eng_ctl_poll(e); /* the daemon's requests (ctl.h) */
 		sr_eng_taps_publish(e);
 		e->now = sr_eng_clock();
+		turn_at = e->now;
 		run_doorbells(e);
 		run_udtx(e);
 		run_gone(e);
@@ -563,6 +564,12 @@ static void *engine_main(void *arg)
 		if (e->grant_tick && (!next || e->grant_tick < next))
 			next = e->grant_tick;
 		sr_epoch_exit();
+		/* its longest turn, for a QP's record of why it failed (req.c) */
+		turn = sr_eng_clock() - turn_at;
+		if (turn > e->turn_worst) {
+			e->turn_worst = turn;
+			e->turn_worst_at = turn_at;
+		}
 		/* a stream (doorbells, or packets in and out this turn): look
 		 * again at once, so that the engine does not pass through its
 		 * sleep (and posting threads ring it) between datagrams; what
@@ -602,8 +609,19 @@ static void *engine_main(void *arg)
 				ts.tv_nsec = (long)(d % 1000000000ull);
 				tp = &ts;
 			}
-			rx_ready = ready_of(
-			    e, ev, epoll_pwait2(e->ep_fd, ev, SR_RX_MEMBERS + 1, tp, NULL));
+			int n = epoll_pwait2(e->ep_fd, ev, SR_RX_MEMBERS + 1, tp, NULL);
+
+			/* how late a timed sleep ended: the CPU the engine waited
+			 * for once it was due (req.c, why_failed) */
+			if (!n && next) {
+				int64_t late = (int64_t)(sr_eng_clock() - next);
+
+				if (late > (int64_t)e->late_worst) {
+					e->late_worst = (uint64_t)late;
+					e->late_worst_at = next;
+				}
+			}
+			rx_ready = ready_of(e, ev, n);
 		}
 		atomic_store_explicit(&h->engine_sleeping, 0, memory_order_relaxed);
 	}

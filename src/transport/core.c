@@ -356,6 +356,7 @@ int sr_eng_init(struct sr_engine *e, struct sr_devctx *ctx, void *arena, bool ap
 	e->ctx = ctx;
 	e->arena = arena;
 	e->app = app;
+	e->pid = (int32_t)getpid();
 	e->rx_sock = e->db_fd = e->ep_fd = -1;
 	for (int i = 0; i < SR_ENG_SOCKS; i++)
 		e->socks[i] = -1; /* what it sends before it has one goes nowhere (EBADF) */

@@ -18,10 +18,13 @@
  * is RC with XRC opcodes: every request packet carries the WQE's SRQ
  * number in its XRCETH, and the answers come back as XRC responses.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/copy.h"
+#include "core/log.h"
 #include "core/shmlock.h"
 #include "transport/transport.h"
 #include "shm/exec.h"
@@ -137,6 +140,77 @@ static void fail_head(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	sr_shm_unlock(&qp->sq_lock);
 	q->comp.deadline = 0;
 	q->req.req_init = false;
+}
+
+/* the clock shmlock.c times its waits with */
+static uint64_t coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Microseconds from t to now, -1: never. */
+static long long us_since(const struct sr_engine *e, uint64_t t)
+{
+	return t ? (long long)(int64_t)(e->now - t) / 1000 : -1;
+}
+
+/*
+ * Says (at info) why q's retries ran out (run by the engine, whose timers
+ * they are): what the QP last received, sent and handed, by which process
+ * (the daemon's engine, or a receive half's pid), what delayed the engine
+ * thread since the last such line (its longest turn, the latest it woke
+ * from a timed sleep, the daemon's longest wait for an arena lock), and
+ * who read the host's members.  Both ends of a connection whose ACKs stop
+ * say it, so the two lines tell a packet that did not come from one that
+ * came and was not answered (docs/decisions.md 54).
+ */
+static void why_failed(struct sr_engine *e, const struct sr_qp_shm *qp, const struct sr_eng_qp *q)
+{
+	const struct sr_eng_trail *t = &q->trail;
+	struct sr_arena_hdr *h = e->arena;
+	char mbs[SR_RX_MEMBERS * 64];
+	uint64_t lock_ns, lock_at;
+	uint32_t lock_tid;
+	size_t n = 0;
+
+	if (SR_LOG_INFO > sr_log_level)
+		return;
+	sr_shm_lock_worst(&lock_ns, &lock_at, &lock_tid);
+	mbs[0] = 0;
+	for (unsigned m = 1; m < SR_RX_MEMBERS && n < sizeof(mbs) - 64; m++) {
+		struct sr_rx_member *mb = &h->rx_members[m];
+		uint64_t poll = atomic_load_explicit(&mb->poll_at, memory_order_relaxed);
+		uint64_t hold = atomic_load_explicit(&mb->hold, memory_order_relaxed);
+
+		if (!poll && !hold && !atomic_load_explicit(&mb->pkts, memory_order_relaxed))
+			continue;
+		n += (size_t)snprintf(mbs + n, sizeof(mbs) - n,
+				      " [%u: lent %u, held %lld us by %d, polled %lld us ago]", m,
+				      atomic_load_explicit(&mb->lent, memory_order_relaxed),
+				      us_since(e, hold & ~1ull),
+				      atomic_load_explicit(&mb->holder, memory_order_relaxed),
+				      us_since(e, poll));
+	}
+	sr_info("qp 0x%06x (peer 0x%06x): retries ran out at PSN 0x%06x (next 0x%06x); "
+		"in: ACK 0x%06x %lld us ago by %d (%u), request 0x%06x %lld us ago by %d (%u), "
+		"expected 0x%06x; "
+		"out: request 0x%06x %lld us ago by %d (%u), ACK 0x%06x %lld us ago by %d (%u), "
+		"handed %lld us ago by %d (%u, waiting %u); grant %u, waiting %u; "
+		"engine: longest turn %llu us (%lld us ago), latest wake-up %llu us late (%lld us "
+		"ago), longest lock wait %llu us (for %u, %lld us ago); members%s",
+		q->qpn, qp->dest_qpn, q->comp.una, q->req.npsn, t->ack_psn, us_since(e, t->ack_at),
+		t->ack_pid, t->acks, t->req_psn, us_since(e, t->req_at), t->req_pid, t->reqs,
+		q->resp.epsn, t->tx_psn, us_since(e, t->tx_at), t->tx_pid, t->txs, t->ack_tx_psn,
+		us_since(e, t->ack_tx_at), t->ack_tx_pid, t->ack_txs, us_since(e, t->handed_at),
+		t->handed_pid, t->handed, qp->wtx_ack, q->grant.eng_granted, q->grant.direct_wait,
+		(unsigned long long)e->turn_worst / 1000, us_since(e, e->turn_worst_at),
+		(unsigned long long)e->late_worst / 1000, us_since(e, e->late_worst_at),
+		(unsigned long long)lock_ns / 1000, lock_tid,
+		lock_at ? (long long)((int64_t)(coarse_ns() - lock_at) / 1000) : -1, mbs);
+	e->turn_worst = e->late_worst = 0;
 }
 
 static void flush_err(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q)
@@ -259,6 +333,10 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 		q->req.npsn = sr_psn_add(q->req.npsn, 1);
 	}
 	sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h, hl, iov, niov, len);
+	q->trail.tx_at = e->now;
+	q->trail.tx_psn = sr_psn_add(q->req.npsn, SR_PSN_MASK);
+	q->trail.tx_pid = e->pid;
+	q->trail.txs++;
 	if (e->app) {
 		e->app_sent = true; /* sent before the lock goes (req_leave) */
 		sr_eng_count(&e->cnt[SR_ENG_APP_REQS], 1);
@@ -1030,6 +1108,10 @@ static void comp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 		sr_eng_count(&e->drops[SR_DROP_STATE], 1);
 		return;
 	}
+	q->trail.ack_at = e->now;
+	q->trail.ack_psn = p->bth.psn;
+	q->trail.ack_pid = e->pid;
+	q->trail.acks++;
 	if (p->op->flags & SR_OPF_READ)
 		on_read_resp(e, qp, q, p);
 	else if (p->op->flags & SR_OPF_ATOMACKETH)
@@ -1098,6 +1180,7 @@ static void req_timer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	}
 	/* local ACK timeout (9.7.6.1.3): retry from the oldest unacknowledged PSN */
 	if (q->comp.retry_left == 0) {
+		why_failed(e, qp, q);
 		fail_head(e, qp, q, IBV_WC_RETRY_EXC_ERR);
 		return;
 	}

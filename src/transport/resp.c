@@ -44,6 +44,10 @@ static void send_aeth(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 
 	sr_bth_put(h, opcode, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn, false, psn);
 	sr_aeth_put(h + SR_BTH_LEN, syndrome, q->resp.msn);
+	q->trail.ack_tx_at = e->now;
+	q->trail.ack_tx_psn = psn;
+	q->trail.ack_tx_pid = e->pid;
+	q->trail.ack_txs++;
 	if (elen)
 		memcpy(h + SR_BTH_LEN + SR_AETH_LEN, extra, elen);
 	sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h,
@@ -254,6 +258,9 @@ static bool ack_defer(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 		qp->wtx_ack_msn = q->resp.msn;
 		qp->wtx_ack_gen = q->gen; /* a reset QP's posting threads never take it */
 		qp->wtx_ack_at = e->now;
+		q->trail.handed_at = e->now;
+		q->trail.handed_pid = e->pid;
+		q->trail.handed++;
 	}
 	if (!ok)
 		return false;
@@ -986,6 +993,10 @@ void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp 
 	(void)sgid;
 	(void)dgid;
 	sr_shm_lock(&qp->wtx_lock);
+	q->trail.req_at = e->now;
+	q->trail.req_psn = p->bth.psn;
+	q->trail.req_pid = e->pid;
+	q->trail.reqs++;
 	notify_congestion(e, qp, q);
 	resp_rx(e, qp, q, p);
 	sr_shm_unlock(&qp->wtx_lock);

@@ -267,6 +267,17 @@ struct sr_eng_qp {
 		uint64_t eng_tx_seq;
 	} grant;
 
+	/* the last of each kind of packet this QP took and gave, and which
+	 * process handled it (the engine's or a receive half's), for the log
+	 * line of a QP whose retries ran out (req.c, why_failed); written
+	 * under wtx_lock */
+	struct sr_eng_trail {
+		uint64_t req_at, ack_at, tx_at, ack_tx_at, handed_at; /* ns; 0: never */
+		uint32_t req_psn, ack_psn, tx_psn, ack_tx_psn;
+		int32_t req_pid, ack_pid, tx_pid, ack_tx_pid, handed_pid;
+		uint32_t reqs, acks, txs, ack_txs, handed;
+	} trail;
+
 	struct sr_eng_swqe swqe[]; /* [swqe_cnt], by SQ index */
 };
 
@@ -333,6 +344,7 @@ struct sr_engine {
 	 * only while app_tx (req.c, app_sends), and leaves timers and
 	 * grants' upkeep to the engine */
 	bool app;
+	int32_t pid; /* its process's (sr_eng_trail) */
 	/* app: it may send the requests of the QPs it serves too (its
 	 * process's member is lent to its threads: req.c, app_sends), and it
 	 * sent some since its last flush; engine: transmit batches sent */
@@ -402,6 +414,10 @@ struct sr_engine {
 	uint64_t trace_pkts;
 	int trace_err;
 	void *vis; /* per-QP retransmission counts (ctl.c) */
+	/* since the last QP failed (req.c, why_failed): the engine thread's
+	 * longest turn and when it began, and the latest it woke from a timed
+	 * sleep (the scheduler's delay) and when it was due */
+	uint64_t turn_worst, turn_worst_at, late_worst, late_worst_at;
 };
 
 /* The host's fault rules and counts (fault.h), in the arena. */
