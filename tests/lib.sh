@@ -22,10 +22,15 @@ sr_setup() {
 	SR="$SR_BUILD/bin/softrdma"
 	export SOFTRDMA_SOCKET="softrdma-test-$$-$RANDOM"
 	export SOFTRDMA_NO_SPAWN=1
+	# in a session of its own, as the library starts it (core/daemon_link.c):
+	# the scheduler then shares the CPUs between it and the test's busy
+	# pollers, instead of giving it a share of their autogroup's
+	# (docs/decisions.md 54); out of the test's process group, it ends
+	# with the test (pdeathsig) even if the test is killed
 	if [ -n "${SR_DAEMON_LOG:-}" ]; then
-		"$SR_BUILD/bin/softrdmad" --idle 0 2>"$SR_DAEMON_LOG" &
+		setpriv --pdeathsig TERM setsid "$SR_BUILD/bin/softrdmad" --idle 0 2>"$SR_DAEMON_LOG" &
 	else
-		"$SR_BUILD/bin/softrdmad" --idle 0 &
+		setpriv --pdeathsig TERM setsid "$SR_BUILD/bin/softrdmad" --idle 0 &
 	fi
 	SR_DAEMON_PID=$!
 	trap sr_cleanup EXIT

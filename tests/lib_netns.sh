@@ -17,11 +17,16 @@
 #                              to D/nn-daemon-<pid>.a and .b (kept);
 #                              NN_DAEMON_LOG_LEVEL=N: the daemons' SOFTRDMA_LOG;
 #                              NN_DAEMON_LOG_INFO=1: they log at info to a
-#                              temporary file, for nn_daemon_logs
+#                              temporary file, for nn_daemon_logs;
+#                              NN_PCAP=F: the veth's packets (headers) are
+#                              captured into F (pcapng, for tshark)
 #   nn_daemon_logs [N]         the last N (30) lines of each daemon's log,
 #                              if it has one: what a failed test shows of
 #                              the daemons' side (clients dropped and why,
-#                              QPNs with no QP)
+#                              QPNs with no QP, why a QP's retries ran
+#                              out), then nn_udp_report
+#   nn_udp_report              each host's kernel UDP errors and its RoCEv2
+#                              sockets' queues and drops
 #   on_a CMD... / on_b CMD...  run CMD in host a / b with the environment of
 #                              that host's daemon (LD_LIBRARY_PATH=build/lib,
 #                              SOFTRDMA_SOCKET, SOFTRDMA_NO_SPAWN=1)
@@ -149,6 +154,13 @@ nn_setup() {
 		sleep 0.02
 	done
 
+	if [ -n "${NN_PCAP:-}" ]; then
+		# the link itself, as the kernel carries it: unlike `softrdma
+		# trace`, this changes nothing of softrdma's paths; headers only
+		ip netns exec "$NN_A" dumpcap -q -i "$NN_IF" -s 128 -w "$NN_PCAP" 2>/dev/null &
+		NN_PIDS+=($!)
+		for i in $(seq 100); do [ -s "$NN_PCAP" ] && break; sleep 0.02; done
+	fi
 	NN_SOCK_A=softrdma-2h-$$-a
 	NN_SOCK_B=softrdma-2h-$$-b
 	[ -n "${NN_NO_DAEMON:-}" ] && return 0
@@ -163,12 +175,18 @@ nn_setup() {
 # parent-death signal) is this shell.
 nn_start_daemon() {
 	local h=$1
+	# setsid: in a session of its own, as the library starts it
+	# (core/daemon_link.c; tests/lib.sh, docs/decisions.md 54); a shell
+	# without job control is no group leader, so setsid(1) execs, no fork
+	# (NN_DAEMON_SETSID=0: in the test's session, as before, to measure it)
+	local ss=setsid
+	[ "${NN_DAEMON_SETSID:-1}" = 0 ] && ss=
 	nn_cmd "$h" || return 1
 	if [ -n "${NN_DAEMON_LOG:-}" ]; then
 		"${NN_CMD[@]}" env ${NN_DAEMON_LOG_LEVEL:+SOFTRDMA_LOG=$NN_DAEMON_LOG_LEVEL} \
-			"$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null 2>"$NN_DAEMON_LOG.$h" &
+			$ss "$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null 2>"$NN_DAEMON_LOG.$h" &
 	else
-		"${NN_CMD[@]}" "$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null &
+		"${NN_CMD[@]}" $ss "$NN_BUILD/bin/softrdmad" --idle 0 </dev/null >/dev/null &
 	fi
 	printf -v "NN_DPID_${h^^}" %s $!
 }
@@ -179,7 +197,24 @@ nn_daemon_logs() {
 	for h in a b; do
 		[ -r "$NN_DAEMON_LOG.$h" ] && tail -"${1:-30}" "$NN_DAEMON_LOG.$h" | sed "s/^/[daemon $h] /"
 	done
+	nn_udp_report
 	return 0
+}
+
+# What each host's kernel counted of UDP: datagrams it refused or dropped
+# (/proc/net/snmp), and the RoCEv2 port's sockets' queues and drops
+# (/proc/net/udp*: a datagram that came and was never read waits there).
+nn_udp_report() {
+	local h
+	for h in a b; do
+		on_host "$h" awk -v h="$h" '
+			FILENAME ~ /snmp/ && /^Udp:/ { if (!n++) { split($0, k); next }
+				for (i = 2; i <= NF; i++) if ($i != 0 && k[i] ~ /Err|NoPorts/) e = e " " k[i] " " $i }
+			FILENAME ~ /udp/ && $2 ~ /:12B7$/ { s++; split($5, q, ":")
+				if (q[2] != "00000000" || $NF != 0) w = w " [inode " $10 ": rx_queue 0x" q[2] ", drops " $NF "]" }
+			END { printf "[udp %s] errors:%s; port 4791: %d sockets%s\n", h, e ? e : " none", s, w ? w : ", none with datagrams queued or dropped" }
+		' /proc/net/snmp /proc/net/udp /proc/net/udp6
+	done
 }
 
 nn_wait_daemon() {
