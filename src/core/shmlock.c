@@ -63,10 +63,12 @@ static void note_wait(uint64_t since, uint32_t holder)
 	atomic_store_explicit(&worst_holder, holder, memory_order_relaxed);
 }
 
-void sr_shm_lock_worst(uint64_t *ns, uint64_t *at, uint32_t *holder)
+void sr_shm_lock_worst(uint64_t *ns, int64_t *ago, uint32_t *holder)
 {
+	uint64_t at = atomic_load_explicit(&worst_at, memory_order_relaxed);
+
 	*ns = atomic_exchange_explicit(&worst_ns, 0, memory_order_relaxed);
-	*at = atomic_load_explicit(&worst_at, memory_order_relaxed);
+	*ago = at ? (int64_t)(now_ns() - at) : -1;
 	*holder = atomic_load_explicit(&worst_holder, memory_order_relaxed);
 }
 

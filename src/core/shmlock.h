@@ -31,8 +31,9 @@ struct sr_lock {
 uint32_t sr_thread_id(void); /* cached gettid(), reset in a fork child */
 void sr_shm_lock_slow(struct sr_lock *l, uint32_t me);
 /* This process's longest wait for a held lock since the last call (0: none
- * that yielded), when it ended and the thread that held it. */
-void sr_shm_lock_worst(uint64_t *ns, uint64_t *at, uint32_t *holder);
+ * that yielded), how long ago it ended (ns; -1: never) and the thread that
+ * held it. */
+void sr_shm_lock_worst(uint64_t *ns, int64_t *ago, uint32_t *holder);
 
 static inline int sr_shm_lock_init(struct sr_lock *l)
 {

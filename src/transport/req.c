@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/copy.h"
 #include "core/log.h"
@@ -142,15 +141,6 @@ static void fail_head(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	q->req.req_init = false;
 }
 
-/* the clock shmlock.c times its waits with */
-static uint64_t coarse_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Microseconds from t to now, -1: never. */
 static long long us_since(const struct sr_engine *e, uint64_t t)
 {
@@ -172,13 +162,14 @@ static void why_failed(struct sr_engine *e, const struct sr_qp_shm *qp, const st
 	const struct sr_eng_trail *t = &q->trail;
 	struct sr_arena_hdr *h = e->arena;
 	char mbs[SR_RX_MEMBERS * 64];
-	uint64_t lock_ns, lock_at;
+	uint64_t lock_ns;
+	int64_t lock_ago;
 	uint32_t lock_tid;
 	size_t n = 0;
 
 	if (SR_LOG_INFO > sr_log_level)
 		return;
-	sr_shm_lock_worst(&lock_ns, &lock_at, &lock_tid);
+	sr_shm_lock_worst(&lock_ns, &lock_ago, &lock_tid);
 	mbs[0] = 0;
 	for (unsigned m = 1; m < SR_RX_MEMBERS && n < sizeof(mbs) - 64; m++) {
 		struct sr_rx_member *mb = &h->rx_members[m];
@@ -209,7 +200,7 @@ static void why_failed(struct sr_engine *e, const struct sr_qp_shm *qp, const st
 		(unsigned long long)e->turn_worst / 1000, us_since(e, e->turn_worst_at),
 		(unsigned long long)e->late_worst / 1000, us_since(e, e->late_worst_at),
 		(unsigned long long)lock_ns / 1000, lock_tid,
-		lock_at ? (long long)((int64_t)(coarse_ns() - lock_at) / 1000) : -1, mbs);
+		lock_ago < 0 ? -1 : (long long)(lock_ago / 1000), mbs);
 	e->turn_worst = e->late_worst = 0;
 }
 
