@@ -53,6 +53,7 @@
 #include "shm/exec.h"
 #include "shm/fdcache.h"
 #include "datapath/wire_rx.h"
+#include "roce/roce.h"
 #include "verbs/objects.h"
 
 #define RX_BUFS 4 /* GRO buffers per look (64 KiB each) */
@@ -63,11 +64,12 @@ struct rx_half {
 	struct sr_context *ctx;
 	uint64_t serial; /* ctx's: a closed context's address may come back */
 	struct sr_engine e;
+	struct sr_roce roce; /* its link: its process's one socket */
 	uint64_t shown_cnt[SR_ENG_CNT_MAX], shown_drops[SR_DROP_MAX];
 	uint64_t poll_noted;  /* when this thread last wrote its member's poll_at */
 	uint32_t posted_seen; /* ctx->wire_posted at its last poll */
 	bool kick;	      /* it queued datagrams for the engine */
-	struct sr_eng_rxbuf b[RX_BUFS];
+	struct sr_roce_rxbuf b[RX_BUFS];
 };
 
 static bool rx_on(void)
@@ -139,10 +141,9 @@ static struct rx_half *half(struct sr_context *ctx)
 	r->ctx = NULL;
 	if (sr_eng_init(&r->e, &ctx->dc, ctx->dc.arena, true, true))
 		return NULL;
-	for (int i = 0; i < SR_ENG_SOCKS; i++) {
-		r->e.socks[i] = sock;
-		r->e.sports[i] = sport;
-	}
+	sr_roce_init(&r->roce, &r->e);
+	sr_roce_one_sock(&r->roce, sock, sport);
+	r->e.link = &r->roce.link;
 	r->ctx = ctx;
 	r->serial = ctx->serial;
 	return r;
@@ -179,29 +180,28 @@ static int rx_sock(struct sr_context *ctx)
 		   : -1;
 }
 
-static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		 const uint8_t *dgid, uint16_t sport)
+static void take(struct sr_engine *e, uint8_t *buf, uint32_t len, const struct sr_link_addr *from)
 {
 	struct rx_half *r = (struct rx_half *)((char *)e - offsetof(struct rx_half, e));
 	uint32_t dqpn = sr_bth_dqpn_raw(buf, len);
 	struct sr_pkt p;
 
 	if (dqpn == 1 || dqpn == SR_QPN_MCAST) {
-		r->kick |= sr_eng_rxfwd(e->arena, buf, len, sgid, dgid, sport);
+		r->kick |= sr_eng_rxfwd(e->arena, buf, len, from);
 		return;
 	}
 	/* injected faults, as the engine would apply them (drop, dup, corrupt) */
-	for (unsigned times = sr_eng_rx_copies(e, buf, len, sgid, dgid, sport); times--;) {
-		if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
+	for (unsigned times = sr_eng_rx_copies(e, buf, len, from); times--;) {
+		if (!sr_eng_rx_parse(e, buf, len, from, &p))
 			return;
-		sr_eng_rx_unicast(e, &p, sgid, dgid);
+		sr_eng_rx_unicast(e, &p, from->sgid, from->dgid);
 		/* for a QP that is gone: the engine counts it (not twice), and
 		 * may ACK it again */
 		if (e->app_unknown) {
 			e->app_unknown = false;
 			sr_eng_count(&e->cnt[SR_ENG_RX_PKTS], (uint64_t)-1);
 			sr_eng_count(&e->cnt[SR_ENG_RX_BYTES], (uint64_t) - (uint64_t)p.paylen);
-			r->kick |= sr_eng_rxfwd(e->arena, buf, len, sgid, dgid, sport);
+			r->kick |= sr_eng_rxfwd(e->arena, buf, len, from);
 			return;
 		}
 	}
@@ -312,7 +312,7 @@ int sr_wire_rx_poll(struct sr_context *ctx)
 		hold = sr_rx_take(mb, r->e.now);
 		if (!hold)
 			break;
-		got = sr_eng_rx_read(&r->e, sock, r->b, RX_BUFS, take);
+		got = sr_roce_rx_read(&r->roce, sock, r->b, RX_BUFS, take);
 		if (got > 0) {
 			n += got;
 			sr_eng_resp_acks(&r->e);

@@ -42,7 +42,7 @@
 #include "shm/qp_err.h"
 #include "verbs/objects.h"
 #include "wire/reqhdr.h"
-#include "wire/udp.h"
+#include "roce/roce.h"
 
 /* A message this thread may send: a SEND or WRITE of at most
  * SR_WIRE_DIRECT_PKTS packets, a READ of at most as many response packets
@@ -116,16 +116,25 @@ static bool payload(struct sr_context *ctx, const struct sr_qp_shm *s, const str
 			   s->pd, s->qpn, iov, n);
 }
 
-/* This thread's batch sender for a message's packets and an ACK (udp.h:
- * one GSO send; about 55 KiB), made at its first post on a wire QP and
- * freed when the thread exits; NULL without memory (a single-packet
- * message and its ACK then go one by one, a longer one is left to the
- * engine). */
-struct direct_tx {
-	struct sr_udp_sender snd;
-	struct sr_udp_pkt pkt[SR_WIRE_DIRECT_PKTS + 1];
-};
-static struct sr_thread_obj senders = SR_THREAD_OBJ(sizeof(struct direct_tx), NULL);
+/* This thread's link for a message's packets and an ACK (roce/roce.h:
+ * one GSO send through its process's socket; about 90 KiB), made at its
+ * first post on a wire QP and freed when the thread exits; NULL without
+ * memory (the engine then sends everything).  It has no engine: its sends
+ * are off while a tap is on (wire_taps). */
+static struct sr_thread_obj senders = SR_THREAD_OBJ(sizeof(struct sr_roce), NULL);
+
+/* This thread's link, sending from sock (NULL: none). */
+static struct sr_link *direct_link(int sock, uint16_t sport)
+{
+	struct sr_roce *r = sr_thread_obj(&senders);
+
+	if (!r)
+		return NULL;
+	if (!r->link.ops)
+		sr_roce_init(r, NULL);
+	sr_roce_one_sock(r, sock, sport);
+	return &r->link;
+}
 
 /* The responder's ACK the engine handed to this QP's next request
  * (transport/resp.c, ack_defer): PSN and MSN, taken under wtx_lock. */
@@ -135,22 +144,18 @@ struct handed_ack {
 };
 
 /* Sends WQE w (its payload at iov) as PSNs from psn, and the ACK *a after
- * it if there is one: all in one system call, as one UDP GSO send where
- * the sizes allow (the kernel's path is then walked once, and a receiver
- * with GRO takes them in one buffer).  tx: this thread's sender, NULL for
- * a single packet without one. */
+ * it if there is one, through this thread's link l: all in one system
+ * call, as one UDP GSO send where the sizes allow (the kernel's path is
+ * then walked once, and a receiver with GRO takes them in one buffer). */
 static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct claimed *c,
 		     const struct iovec *iov, unsigned n, const struct handed_ack *a,
-		     struct direct_tx *tx)
+		     struct sr_link *l)
 {
 	struct sr_arena_hdr *h = ctx->dc.arena;
 	const struct sr_send_wqe *w = c->w;
 	uint32_t mtu = c->mtu, np = c->np, off = 0;
 	uint8_t hdr[SR_WIRE_DIRECT_PKTS][SR_MAX_HDR_LEN], ack[SR_ACK_HDR_LEN];
-	struct sr_udp_pkt one[2], *pkt = tx ? tx->pkt : one;
-	unsigned k = 0;
-	uint16_t sport;
-	int sock = sr_exec_wire_sock(&sport);
+	const struct sr_link_addr to = {s->sgid, s->dgid, s->qpn};
 
 	if (sr_wr_rd_atomic(c->op)) {
 		/* one request; its PSN span is its responses' (np) */
@@ -160,10 +165,10 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct c
 		hl += sr_rd_atomic_put(hdr[0] + hl, SR_TR_RC, c->op, c->va, c->rkey, c->len,
 				       c->swap, c->compare_add, &op);
 		sr_bth_put(hdr[0], op, false, 0, SR_DEFAULT_PKEY, s->dest_qpn, true, c->psn);
-		sr_udp_build(&pkt[k++], s->sgid, s->dgid, sport, hdr[0], hl, NULL, 0, 0);
+		l->ops->send(l, &to, hdr[0], hl, NULL, 0, 0);
 		np = 0;
 	}
-	for (uint32_t i = 0; i < np; i++, k++) {
+	for (uint32_t i = 0; i < np; i++) {
 		bool first = i == 0, last = i + 1 == np;
 		uint32_t len = last ? c->len - off : mtu;
 		uint8_t op = sr_data_opcode(SR_TR_RC, c->op, first, last);
@@ -175,21 +180,16 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct c
 		 * engine's do (and within its AckReq interval: np is less) */
 		sr_bth_put(hdr[i], op, last && (w->flags & SR_WQE_SOLICITED), 0, SR_DEFAULT_PKEY,
 			   s->dest_qpn, last, sr_psn_add(c->psn, i));
-		sr_udp_build(&pkt[k], s->sgid, s->dgid, sport, hdr[i], hl, piece, pn, len);
+		l->ops->send(l, &to, hdr[i], hl, piece, pn, len);
 		off += len;
 	}
 	if (a->on) {
 		sr_ack_hdr_put(ack, s->dest_qpn, a->psn, a->msn);
-		sr_udp_build(&pkt[k++], s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
+		l->ops->send(l, &to, ack, sizeof(ack), NULL, 0, 0);
 	}
 	/* a packet the kernel refuses is lost on the wire: the engine's probe
 	 * and retransmission recover it like any other */
-	if (tx)
-		sr_udp_send(&tx->snd, sock, pkt, k);
-	else
-		for (unsigned i = 0; i < k; i++)
-			if (sendmsg(sock, &pkt[i].mh, MSG_DONTWAIT) < 0)
-				sr_dbg("RC to another host: %m");
+	l->ops->flush(l);
 	atomic_fetch_add_explicit(&h->wire_direct[0], 1, memory_order_relaxed);
 	if (!sr_wr_rd_atomic(c->op)) /* bytes sent */
 		atomic_fetch_add_explicit(&h->wire_direct[1], c->len, memory_order_relaxed);
@@ -204,11 +204,10 @@ static void send_wqe(struct sr_context *ctx, struct sr_qp_shm *s, const struct c
  * preempted in the kernel's send path does not hold up the engine.  The
  * grant is for one message, and this thread posts the next WQE only after
  * this one has gone, so the engine's next packet cannot overtake it (a WQE
- * another thread posts meanwhile might: go-back-N recovers that).  A
- * message of several packets needs this thread's sender (multi).
+ * another thread posts meanwhile might: go-back-N recovers that).
  */
 static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c, struct iovec *iov,
-		  unsigned *n, bool *all, struct handed_ack *a, bool multi)
+		  unsigned *n, bool *all, struct handed_ack *a)
 {
 	uint32_t head;
 	bool got = false;
@@ -233,8 +232,7 @@ static bool claim(struct sr_context *ctx, struct sr_qp_shm *s, struct claimed *c
 			/* a READ or atomic is one packet and carries no payload:
 			 * where its answer lands is the completer's (transport/req.c) */
 			got = sendable(c->w, c->op, c->len, c->mtu) &&
-			      (sr_wr_rd_atomic(c->op) ||
-			       ((multi || c->np == 1) && payload(ctx, s, c->w, iov, n)));
+			      (sr_wr_rd_atomic(c->op) || payload(ctx, s, c->w, iov, n));
 		}
 		if (got) {
 			c->psn = s->wtx_npsn;
@@ -260,8 +258,10 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	struct iovec iov[SR_MAX_SGE];
 	struct claimed c;
 	struct handed_ack a = {0};
-	struct direct_tx *tx;
+	struct sr_link *l;
+	uint16_t sport;
 	unsigned n;
+	int sock;
 	bool all = false;
 
 	/* this process has QPs on the wire: its pollers read the engine's
@@ -269,24 +269,25 @@ bool sr_wire_post(struct sr_context *ctx, struct sr_qp_shm *s)
 	 * (wire_rx.c) */
 	sr_wire_rx_posted(ctx);
 	if (s->type != IBV_QPT_RC || atomic_load_explicit(&h->wire_taps, memory_order_relaxed) ||
-	    sr_exec_wire_sock(NULL) < 0)
+	    (sock = sr_exec_wire_sock(&sport)) < 0 || !(l = direct_link(sock, sport)))
 		return false;
-	tx = sr_thread_obj(&senders);
-	if (claim(ctx, s, &c, iov, &n, &all, &a, tx != NULL))
-		send_wqe(ctx, s, &c, iov, n, &a, tx);
+	if (claim(ctx, s, &c, iov, &n, &all, &a))
+		send_wqe(ctx, s, &c, iov, n, &a, l);
 	return all;
 }
 
 void sr_wire_flush_ack(struct sr_context *ctx, struct sr_qp_shm *s)
 {
 	uint8_t ack[SR_ACK_HDR_LEN];
-	struct sr_udp_pkt pkt;
+	struct sr_link *l;
 	uint32_t psn, msn;
 	uint16_t sport;
 	int sock;
 	bool on;
 
-	if (!s->wire || s->type != IBV_QPT_RC || (sock = sr_exec_wire_sock(&sport)) < 0)
+	/* (without a link of this thread's the engine sends it when due) */
+	if (!s->wire || s->type != IBV_QPT_RC || (sock = sr_exec_wire_sock(&sport)) < 0 ||
+	    !(l = direct_link(sock, sport)))
 		return;
 	sr_shm_lock(&s->wtx_lock);
 	on = sr_wtx_ack_take(s, atomic_load_explicit(&s->wire_gen, memory_order_acquire), &psn,
@@ -295,9 +296,9 @@ void sr_wire_flush_ack(struct sr_context *ctx, struct sr_qp_shm *s)
 	if (!on)
 		return;
 	sr_ack_hdr_put(ack, s->dest_qpn, psn, msn);
-	sr_udp_build(&pkt, s->sgid, s->dgid, sport, ack, sizeof(ack), NULL, 0, 0);
-	if (sendmsg(sock, &pkt.mh, MSG_DONTWAIT) < 0)
-		sr_dbg("RC ACK to another host: %m");
+	l->ops->send(l, &(struct sr_link_addr){s->sgid, s->dgid, s->qpn}, ack, sizeof(ack), NULL, 0,
+		     0);
+	l->ops->flush(l);
 	atomic_fetch_add_explicit(&((struct sr_arena_hdr *)ctx->dc.arena)->wire_acks, 1,
 				  memory_order_relaxed);
 }

@@ -45,8 +45,31 @@
 #include "shm/exec.h"
 #include "shm/qp_err.h"
 #include "shm/devctx.h"
+#include "roce/roce.h"
 #include "wire/icrc.h"
 #include "wire/udp.h"
+
+/* The engine thread's instance and the link it sends and reads through:
+ * RoCEv2 over its socket group and its pool of sending sockets. */
+struct engine_inst {
+	struct sr_engine e; /* first: the struct sr_engine * is one of these */
+	struct sr_roce roce;
+};
+
+static struct sr_roce *engine_roce(struct sr_engine *e)
+{
+	return &((struct engine_inst *)e)->roce;
+}
+
+/* e (a struct engine_inst) made, with its link and no sockets yet. */
+static int engine_new(struct sr_engine *e)
+{
+	int ret = sr_eng_init(e, NULL, NULL, false, true);
+
+	sr_roce_init(engine_roce(e), e);
+	e->link = &engine_roce(e)->link;
+	return ret;
+}
 
 /* ---- the engine's lists of QPs ---- */
 
@@ -120,12 +143,13 @@ static void drop(struct sr_engine *e, enum sr_drop why)
 	sr_eng_count(&e->drops[why], 1);
 }
 
-static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		   const uint8_t *dgid, uint16_t sport)
+static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len,
+		   const struct sr_link_addr *from)
 {
+	const uint8_t *sgid = from->sgid, *dgid = from->dgid;
 	struct sr_pkt p;
 
-	if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p))
+	if (!sr_eng_rx_parse(e, buf, len, from, &p))
 		return;
 	if (p.bth.dqpn == 1) { /* QP1: a MAD for the daemon's CM agent (gsi.c) */
 		sr_eng_gsi_rx(e, &p, sgid, dgid);
@@ -141,12 +165,12 @@ static void rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 	sr_eng_rx_unicast(e, &p, sgid, dgid);
 }
 
-void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		   const uint8_t *dgid, uint16_t sport)
+void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len,
+		   const struct sr_link_addr *from)
 {
 	uint64_t r0 = atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed);
 
-	rx_one(e, buf, len, sgid, dgid, sport);
+	rx_one(e, buf, len, from);
 	/* a NAK makes its QP retransmit: count it there (ctl.h) */
 	if (len >= SR_BTH_LEN &&
 	    atomic_load_explicit(&e->cnt[SR_ENG_RETRANS], memory_order_relaxed) != r0) {
@@ -158,15 +182,15 @@ void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const 
 	}
 }
 
-static struct sr_eng_rxbuf *rx_slots;
+static struct sr_roce_rxbuf *rx_slots;
 
 /* A datagram off the socket: through the receive taps, then processed. */
-static void rx_tapped(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		      const uint8_t *dgid, uint16_t sport)
+static void rx_tapped(struct sr_engine *e, uint8_t *buf, uint32_t len,
+		      const struct sr_link_addr *from)
 {
 	/* capture, then drop, dup, hold, corrupt */
-	for (unsigned times = sr_eng_rx_copies(e, buf, len, sgid, dgid, sport); times--;)
-		sr_eng_rx_one(e, buf, len, sgid, dgid, sport);
+	for (unsigned times = sr_eng_rx_copies(e, buf, len, from); times--;)
+		sr_eng_rx_one(e, buf, len, from);
 }
 
 /* Takes what member m holds, up to a batch: true if it took any; *more
@@ -183,7 +207,7 @@ static bool rx_batch(struct sr_engine *e, unsigned m, bool *more)
 		sr_eng_count(&e->rx_left_held, 1);
 		return false;
 	}
-	n = sr_eng_rx_read(e, e->rx_socks[m], rx_slots, SR_ENG_RX_BATCH, rx_tapped);
+	n = sr_roce_rx_read(engine_roce(e), e->rx_socks[m], rx_slots, SR_ROCE_RX_BATCH, rx_tapped);
 	if (n > 0) {
 		sr_eng_resp_acks(e);
 		/* its answers leave before a later reader's (READ responses
@@ -194,7 +218,7 @@ static bool rx_batch(struct sr_engine *e, unsigned m, bool *more)
 	}
 	if (hold)
 		sr_rx_give(mb, hold); /* (missed is only the engine's to set) */
-	*more = n == SR_ENG_RX_BATCH;
+	*more = n == SR_ROCE_RX_BATCH;
 	return n > 0;
 }
 
@@ -255,7 +279,7 @@ static void run_udtx(struct sr_engine *e)
 		k++;
 		if (hl < SR_BTH_LEN || hl > SR_MAX_HDR_LEN || pl > SR_UDTX_DATA - hl)
 			continue; /* a process of the user scribbled on the slot */
-		sr_eng_send(e, &(struct sr_eng_path){t->sgid, t->dgid, t->qpn}, t->data, hl,
+		sr_eng_send(e, &(struct sr_link_addr){t->sgid, t->dgid, t->qpn}, t->data, hl,
 			    &(struct iovec){t->data + hl, pl}, 1, pl);
 	}
 	if (!k)
@@ -320,7 +344,8 @@ static void run_rxfwd(struct sr_engine *e)
 		uint32_t len = t->paylen; /* the arena is the user's */
 
 		if (len <= SR_UDTX_DATA)
-			rx_tapped(e, t->data, len, t->sgid, t->dgid, (uint16_t)t->qpn);
+			rx_tapped(e, t->data, len,
+				  &(struct sr_link_addr){t->sgid, t->dgid, t->qpn});
 		sr_slotq_release(fq);
 	}
 }
@@ -822,13 +847,7 @@ static void *engine_start_thread(void *arg)
 			sr_info("engine: no UDP GRO on this kernel: one datagram per receive");
 	if (e->nrx == 1)
 		sr_info("engine: no SO_REUSEPORT group: applications' threads read nothing");
-	for (int i = 0; i < SR_ENG_SOCKS; i++) {
-		e->socks[i] = sr_udp_socket(0, &e->sports[i]);
-		if (e->socks[i] < 0) {
-			e->socks[i] = e->rx_sock;
-			e->sports[i] = SR_ROCE_PORT;
-		}
-	}
+	sr_roce_pool(engine_roce(e), e->rx_sock, SR_ROCE_PORT);
 	sr_info("engine: RoCEv2 on UDP port %d", SR_ROCE_PORT);
 	engine_for_status = e;
 	return engine_boot(e);
@@ -843,9 +862,9 @@ int sr_engine_start(int sock)
 
 	if (!sr_env_on("SOFTRDMA_ROCE", &roce))
 		return -ENOTSUP;
-	e = malloc(sizeof(*e));
-	rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
-	if (!e || !rx_slots || sr_eng_init(e, NULL, NULL, false, true))
+	e = malloc(sizeof(struct engine_inst));
+	rx_slots = calloc(SR_ROCE_RX_BATCH, sizeof(*rx_slots));
+	if (!e || !rx_slots || engine_new(e))
 		return -ENOMEM;
 	e->db_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	e->ep_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -873,13 +892,13 @@ int sr_engine_start(int sock)
 
 struct sr_engine *sr_engine_attach(int sock)
 {
-	struct sr_engine *e = malloc(sizeof(*e));
+	struct sr_engine *e = malloc(sizeof(struct engine_inst));
 
 	if (!e)
 		return NULL;
 	if (!rx_slots)
-		rx_slots = calloc(SR_ENG_RX_BATCH, sizeof(*rx_slots));
-	if (sr_eng_init(e, NULL, NULL, false, true) || !rx_slots || context_open(e, sock)) {
+		rx_slots = calloc(SR_ROCE_RX_BATCH, sizeof(*rx_slots));
+	if (engine_new(e) || !rx_slots || context_open(e, sock)) {
 		free(e->slots);
 		free(e);
 		return NULL;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 struct sr_engine;
+struct sr_link_addr;
 
 /* QP1 (the GSI) on the wire, for the daemon's CM agent (gsi.c). */
 #define SR_GSI_MAD_SIZE 256
@@ -93,9 +94,10 @@ struct sr_eng_gone {
 };
 void sr_engine_gone(const struct sr_eng_gone *g);
 
-/* The fuzzer's engine (sr_engine_attach): one received datagram, after
- * the fault tap, as the engine thread takes it. */
-void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		   const uint8_t *dgid, uint16_t sport);
+/* The fuzzer's engine (sr_engine_attach): one received datagram (from its
+ * BTH to its ICRC), after the fault tap, as the engine thread takes it from
+ * its link. */
+void sr_eng_rx_one(struct sr_engine *e, const uint8_t *buf, uint32_t len,
+		   const struct sr_link_addr *from);
 
 #endif

@@ -17,6 +17,7 @@
 #include "engine/ctl.h"
 #include "engine/internal.h"
 #include "transport/fault.h"
+#include "wire/udp.h"
 #include "wire/icrc.h"
 
 const char *const sr_fault_kind_name[SR_FK_MAX] = {"drop", "dup", "reorder", "corrupt", "delay"};
@@ -483,7 +484,8 @@ uint64_t sr_eng_fault_turn(struct sr_engine *e)
 	}
 	now = mono_ns();
 	while ((h = take_due(f, SR_FAULT_RX, now))) {
-		sr_eng_rx_one(e, h->data, h->len, h->sgid, h->dgid, h->sport);
+		sr_eng_rx_one(e, h->data, h->len,
+			      &(struct sr_link_addr){h->sgid, h->dgid, h->sport});
 		free(h);
 		rx = true;
 	}

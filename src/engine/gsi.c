@@ -41,6 +41,7 @@
 
 #include "core/log.h"
 #include "engine/internal.h"
+#include "roce/roce.h"
 
 #define GSI_QLEN 1024
 #define GSI_QPN	 1
@@ -104,7 +105,8 @@ struct gsi_direct {
 	bool kick;   /* datagrams queued for the engine */
 	int tx_sock; /* sends: a socket of its own (-1: through the engine) */
 	uint16_t tx_sport;
-	struct sr_eng_rxbuf b[GSI_READ_BUFS];
+	struct sr_roce roce; /* its link: every flow through tx_sock */
+	struct sr_roce_rxbuf b[GSI_READ_BUFS];
 };
 
 static struct gsi_direct *direct;
@@ -136,7 +138,7 @@ static void gsi_send(struct sr_engine *e, const struct sr_gsi_mad *m, const uint
 	unsigned hl = sr_ud_hdr_put(hdr, false, false, SR_DEFAULT_PKEY, GSI_QPN, psn & SR_PSN_MASK,
 				    SR_GSI_QKEY, GSI_QPN, 0);
 
-	sr_eng_send(e, &(struct sr_eng_path){m->sgid, m->dgid, GSI_QPN}, hdr, hl, &iov, 1,
+	sr_eng_send(e, &(struct sr_link_addr){m->sgid, m->dgid, GSI_QPN}, hdr, hl, &iov, 1,
 		    SR_GSI_MAD_SIZE);
 }
 
@@ -255,14 +257,13 @@ void sr_engine_gsi_attach(void *arena)
 	if (!direct || direct->e.arena)
 		return;
 	sr_eng_init(&direct->e, NULL, arena, true, false);
+	sr_roce_init(&direct->roce, &direct->e);
+	direct->e.link = &direct->roce.link;
 	direct->tx_sock = sr_udp_socket(0, &direct->tx_sport);
 	if (direct->tx_sock < 0)
 		direct->tx_sock = -1;
 	/* its sends leave through its own socket, whatever their flow */
-	for (unsigned i = 0; i < SR_ENG_SOCKS; i++) {
-		direct->e.socks[i] = direct->tx_sock;
-		direct->e.sports[i] = direct->tx_sport;
-	}
+	sr_roce_one_sock(&direct->roce, direct->tx_sock, direct->tx_sport);
 }
 
 int sr_engine_gsi_sock(void)
@@ -270,8 +271,8 @@ int sr_engine_gsi_sock(void)
 	return direct && direct->e.arena ? gsi_sock : -1;
 }
 
-static void direct_take(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
-			const uint8_t *dgid, uint16_t sport)
+static void direct_take(struct sr_engine *e, uint8_t *buf, uint32_t len,
+			const struct sr_link_addr *from)
 {
 	struct gsi_direct *r = (struct gsi_direct *)e;
 	struct sr_arena_hdr *h = e->arena;
@@ -283,14 +284,14 @@ static void direct_take(struct sr_engine *e, uint8_t *buf, uint32_t len, const u
 	 * what is not for QP1 (the kernel steered it by the same word, so
 	 * only a runt) is the engine's to count */
 	if (dqpn != GSI_QPN || atomic_load_explicit(&h->rx_taps, memory_order_relaxed)) {
-		r->kick |= sr_eng_rxfwd(h, buf, len, sgid, dgid, sport);
+		r->kick |= sr_eng_rxfwd(h, buf, len, from);
 		return;
 	}
 	/* injected faults, as the engine would apply them (drop, dup, corrupt) */
-	for (unsigned times = sr_eng_rx_copies(e, buf, len, sgid, dgid, sport); times--;) {
-		if (!sr_eng_rx_parse(e, buf, len, sgid, dgid, sport, &p) || !gsi_ok(e, &p))
+	for (unsigned times = sr_eng_rx_copies(e, buf, len, from); times--;) {
+		if (!sr_eng_rx_parse(e, buf, len, from, &p) || !gsi_ok(e, &p))
 			return;
-		mad_of(&m, &p, sgid, dgid);
+		mad_of(&m, &p, from->sgid, from->dgid);
 		r->fn(r->arg, &m);
 	}
 }
@@ -303,7 +304,7 @@ bool sr_engine_gsi_read(sr_gsi_mad_fn fn, void *arg)
 		return false;
 	direct->fn = fn;
 	direct->arg = arg;
-	n = sr_eng_rx_read(&direct->e, gsi_sock, direct->b, GSI_READ_BUFS, direct_take);
+	n = sr_roce_rx_read(&direct->roce, gsi_sock, direct->b, GSI_READ_BUFS, direct_take);
 	if (direct->kick) {
 		direct->kick = false;
 		sr_engine_kick();
@@ -335,7 +336,7 @@ static bool direct_send(const struct sr_gsi_mad *m)
 
 void sr_engine_gsi_flush(void)
 {
-	if (!direct || !direct->e.ntx)
+	if (!direct || !direct->e.link || !direct->e.link->ops->queued(direct->e.link))
 		return;
 	sr_eng_flush_tx(&direct->e);
 	sr_eng_counts_publish(&direct->e, direct->shown_cnt, direct->shown_drops);

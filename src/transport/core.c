@@ -1,8 +1,8 @@
 /*
  * The transport's core: a thread's instance (sr_eng_init), a QP's
  * transport state (sr_eng_qp in the arena, the slot that is this thread's
- * record of it), the transmit batch, and a received datagram's checks up
- * to the requester or responder of its QP.  The daemon's engine thread
+ * record of it), what it sends through its link (link.h), and a received
+ * packet's checks up to the requester or responder of its QP.  The daemon's engine thread
  * (src/engine) runs it, and so may any thread that maps the arena and
  * holds the QP's wtx_lock, which guards every field of its sr_eng_qp
  * (req.c, resp.c).
@@ -16,7 +16,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/env.h"
 #include "core/log.h"
 #include "core/procstat.h"
 #include "core/shmlock.h"
@@ -25,8 +24,6 @@
 #include "transport/rx_member.h"
 #include "shm/exec.h"
 #include "shm/devctx.h"
-#include "wire/icrc.h"
-#include "wire/udp.h"
 
 /* ---- who holds a member of the receive socket group (rx_member.h) ---- */
 
@@ -157,49 +154,27 @@ void sr_eng_grant_later(struct sr_engine *e, struct sr_eng_qp *q)
 
 void sr_eng_flush_tx(struct sr_engine *e)
 {
-	struct sr_udp_sender *s = &e->sender;
-	unsigned i = 0;
+	unsigned sent = e->link->ops->flush(e->link);
 
-	while (i < e->ntx) {
-		unsigned n = 1;
-
-		/* one sr_udp_send per run of packets on the same socket */
-		while (i + n < e->ntx && e->txsock[i + n] == e->txsock[i])
-			n++;
-		sr_udp_send(s, e->txsock[i], e->tx + i, n);
-		i += n;
-	}
-	e->ntx = 0;
 	e->nstage = 0;
 	e->app_sent = false;
-	if (!e->app && i) { /* receive halves' sending waits for this (req.c, app_sends) */
+	if (!e->app && sent) { /* receive halves' sending waits for this (req.c, app_sends) */
 		struct sr_arena_hdr *h = e->arena;
 
 		atomic_store_explicit(&h->eng_tx_flushed, ++e->tx_flushes, memory_order_release);
 	}
-	atomic_store_explicit(&e->cnt[SR_ENG_GSO_SENDS], s->gso_sends, memory_order_relaxed);
-	atomic_store_explicit(&e->cnt[SR_ENG_GSO_DGRAMS], s->gso_segs, memory_order_relaxed);
 }
 
-void sr_eng_send(struct sr_engine *e, const struct sr_eng_path *to, const uint8_t *hdr,
+void sr_eng_send(struct sr_engine *e, const struct sr_link_addr *to, const uint8_t *hdr,
 		 unsigned hlen, const struct iovec *pay, unsigned npay, uint32_t paylen)
 {
-	/* RoCEv2: the flow's socket of the pool, and its source port */
-	unsigned k = to->flow % SR_ENG_SOCKS;
-	const uint8_t *sgid = to->sgid, *dgid = to->dgid;
-	uint16_t sport = e->sports[k];
-
-	if (e->ntx == SR_ENG_TX_BATCH)
+	/* room for it and a duplicate the taps may add: the link never
+	 * flushes by itself (eng_tx_flushed counts every flush) */
+	if (e->link->ops->queued(e->link) + 2 > SR_ENG_TX_BATCH)
 		sr_eng_flush_tx(e);
-	e->txsock[e->ntx] = e->socks[k];
-	sr_udp_build(&e->tx[e->ntx], sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
 	sr_eng_count(&e->cnt[SR_ENG_TX_PKTS], 1);
 	sr_eng_count(&e->cnt[SR_ENG_TX_BYTES], paylen);
-	/* fault.h: drop, dup, hold, corrupt; capture */
-	if (sr_eng_tapped(e, SR_FAULT_TX))
-		sr_eng_tx_tap(e, sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
-	else
-		e->ntx++;
+	e->link->ops->send(e->link, to, hdr, hlen, pay, npay, paylen);
 }
 
 /*
@@ -222,7 +197,7 @@ const void *sr_eng_stage(struct sr_engine *e, const void *src, uint32_t len)
 
 	if (len > SR_ENG_STAGE_MAX)
 		return src;
-	if (e->ntx + 2 > SR_ENG_TX_BATCH || e->nstage == SR_ENG_TX_BATCH)
+	if (e->link->ops->queued(e->link) + 2 > SR_ENG_TX_BATCH || e->nstage == SR_ENG_TX_BATCH)
 		sr_eng_flush_tx(e);
 	if (!e->stage && !(e->stage = malloc((size_t)SR_ENG_TX_BATCH * SR_ENG_STAGE_MAX)))
 		return src;
@@ -233,92 +208,7 @@ const void *sr_eng_stage(struct sr_engine *e, const void *src, uint32_t len)
 
 /* ---- receive ---- */
 
-/* The destination address of a received datagram, as a GID (IP_PKTINFO). */
-static bool rx_dst_gid(struct msghdr *mh, uint8_t *dgid)
-{
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
-			struct in_pktinfo pi;
-
-			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
-			memset(dgid, 0, 10);
-			dgid[10] = dgid[11] = 0xff;
-			memcpy(dgid + 12, &pi.ipi_addr, 4);
-			return true;
-		}
-		if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_PKTINFO) {
-			struct in6_pktinfo pi;
-
-			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
-			memcpy(dgid, &pi.ipi6_addr, 16);
-			return true;
-		}
-	}
-	return false;
-}
-
-/* The receive backlog, in percent of the socket's buffer, past which a
- * full batch sends CNPs (transport.h). */
-static unsigned cnp_fill_pct(void)
-{
-	static int pct = -1;
-
-	return (unsigned)sr_env_num("SOFTRDMA_CNP_FILL_PCT", &pct, 100, 100 / SR_ENG_CNP_FILL_DIV);
-}
-
-int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsigned nb,
-		   sr_eng_rx_fn fn)
-{
-	struct mmsghdr mm[SR_ENG_RX_BATCH];
-	unsigned pct;
-	int n;
-
-	if (nb > SR_ENG_RX_BATCH)
-		nb = SR_ENG_RX_BATCH;
-	for (unsigned i = 0; i < nb; i++) {
-		b[i].iov = (struct iovec){b[i].buf, sizeof(b[i].buf)};
-		mm[i].msg_hdr = (struct msghdr){.msg_name = &b[i].src,
-						.msg_namelen = sizeof(b[i].src),
-						.msg_iov = &b[i].iov,
-						.msg_iovlen = 1,
-						.msg_control = b[i].ctl.buf,
-						.msg_controllen = sizeof(b[i].ctl.buf)};
-	}
-	n = recvmmsg(sock, mm, nb, MSG_DONTWAIT, NULL);
-	if (n <= 0)
-		return n < 0 ? -errno : 0;
-	/* a full batch: the socket may be filling faster than it is read
-	 * (SOFTRDMA_CNP_FILL_PCT=0: every batch counts as congested) */
-	pct = cnp_fill_pct();
-	e->congested = !pct || ((unsigned)n == nb && sr_udp_rx_filled(sock, pct));
-	for (int i = 0; i < n; i++) {
-		struct sr_eng_rxbuf *s = &b[i];
-		uint8_t dgid[16];
-
-		if ((mm[i].msg_hdr.msg_flags & MSG_TRUNC) || !rx_dst_gid(&mm[i].msg_hdr, dgid)) {
-			sr_eng_count(&e->drops[SR_DROP_SHORT], 1);
-			continue;
-		}
-		const uint8_t *sgid = (const uint8_t *)&s->src.sin6_addr;
-		uint16_t sport = ntohs(s->src.sin6_port);
-		uint32_t len = mm[i].msg_len, seg = sr_udp_gro_size(&mm[i].msg_hdr);
-
-		if (!seg || seg > len)
-			seg = len;
-		if (seg < len) {
-			sr_eng_count(&e->cnt[SR_ENG_GRO_RECVS], 1);
-			sr_eng_count(&e->cnt[SR_ENG_GRO_DGRAMS], (len + seg - 1) / seg);
-		}
-		/* a GRO buffer holds datagrams of seg bytes, the last may be shorter */
-		for (uint32_t off = 0; off < len; off += seg)
-			fn(e, s->buf + off, len - off < seg ? len - off : seg, sgid, dgid, sport);
-	}
-	e->congested = false; /* (packets handled later, e.g. held ones, were not in it) */
-	return n;
-}
-
-bool sr_eng_rxfwd(void *arena, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		  const uint8_t *dgid, uint16_t sport)
+bool sr_eng_rxfwd(void *arena, const uint8_t *buf, uint32_t len, const struct sr_link_addr *from)
 {
 	struct sr_arena_hdr *h = arena;
 	struct sr_udtx_slot *t;
@@ -328,9 +218,9 @@ bool sr_eng_rxfwd(void *arena, const uint8_t *buf, uint32_t len, const uint8_t *
 		atomic_fetch_add_explicit(&h->rxfwd_full, 1, memory_order_relaxed);
 		return false; /* lost as on a full receive queue; MADs are resent */
 	}
-	memcpy(t->sgid, sgid, 16);
-	memcpy(t->dgid, dgid, 16);
-	t->qpn = sport;
+	memcpy(t->sgid, from->sgid, 16);
+	memcpy(t->dgid, from->dgid, 16);
+	t->qpn = from->flow; /* (the link's word: RoCEv2's source port) */
 	t->hlen = 0;
 	t->paylen = len;
 	memcpy(t->data, buf, len);
@@ -358,8 +248,6 @@ int sr_eng_init(struct sr_engine *e, struct sr_devctx *ctx, void *arena, bool ap
 	e->app = app;
 	e->pid = (int32_t)getpid();
 	e->rx_sock = e->db_fd = e->ep_fd = -1;
-	for (int i = 0; i < SR_ENG_SOCKS; i++)
-		e->socks[i] = -1; /* what it sends before it has one goes nowhere (EBADF) */
 	/* ACKs may go with requests (resp.c ack_defer) */
 	e->dack_ns = sr_eng_dack_ns();
 	if (slots && !(e->slots = calloc(SR_MAX_QPS, sizeof(*e->slots))))
@@ -397,19 +285,16 @@ bool sr_eng_opcode_fits(uint8_t opcode, uint32_t type)
 	}
 }
 
-bool sr_eng_rx_parse(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		     const uint8_t *dgid, uint16_t sport, struct sr_pkt *p)
+bool sr_eng_rx_parse(struct sr_engine *e, const uint8_t *buf, uint32_t len,
+		     const struct sr_link_addr *from, struct sr_pkt *p)
 {
-	struct iovec iov = {(void *)buf, len - SR_ICRC_LEN};
 	enum sr_drop why = sr_pkt_parse(buf, len, p);
 
 	if (why) {
 		drop(e, why);
 		return false;
 	}
-	/* identification 0, or 1..63: segments of a GSO send (udp.h) */
-	if (!sr_icrc_ok_upto(sgid, dgid, sport, SR_ROCE_PORT, &iov, 1, buf + len - SR_ICRC_LEN,
-			     SR_UDP_GSO_SEGS - 1)) {
+	if (!e->link->ops->rx_check(e->link, buf, len, from)) {
 		drop(e, SR_DROP_ICRC);
 		return false;
 	}

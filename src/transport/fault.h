@@ -61,6 +61,7 @@
 #include "softrdma/layout.h"
 
 struct sr_engine;
+struct sr_link_addr;
 
 enum sr_fault_dir { SR_FAULT_TX, SR_FAULT_RX, SR_FAULT_DIRS };
 
@@ -144,15 +145,11 @@ struct sr_eng_taps {
 	void (*trace)(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid, uint16_t sport,
 		      uint16_t dport, const struct iovec *iov, int iovcnt);
 };
-/* Transmit: e->tx[e->ntx] was just built from these arguments; queues it
- * (e->ntx++), or not, or twice, or holds a copy, and traces what leaves. */
-void sr_eng_tx_tap(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid, uint16_t sport,
-		   const uint8_t *hdr, unsigned hlen, const struct iovec *pay, unsigned npay,
-		   uint32_t paylen);
 /* Receive: how many times to process the datagram (0, 1 or 2); may flip
- * a bit of buf or keep a copy for later. */
-unsigned sr_eng_rx_tap(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		       const uint8_t *dgid, uint16_t sport);
+ * a bit of buf or keep a copy for later.  (Transmit's taps are the
+ * link's: roce/roce.c.) */
+unsigned sr_eng_rx_tap(struct sr_engine *e, uint8_t *buf, uint32_t len,
+		       const struct sr_link_addr *from);
 
 /* ---- the engine's state (fault.c; engine thread only) ---- */
 

@@ -4,7 +4,8 @@
  * halves of the processes (datapath/wire_rx.c), which link this file into
  * libibverbs.  The rules and the packet numbers are in the arena (struct
  * sr_fault_shm), so whoever takes a packet decides it the same way (see
- * fault.h for the grammar and the determinism rules).  What only the
+ * fault.h for the grammar and the determinism rules).  The transmit taps
+ * are the link's (roce/roce.c), the receive taps here.  What only the
  * engine does, holding packets for delay and reorder, and the capture,
  * it does through e->taps (fault.c, ctl.c).
  *
@@ -17,7 +18,6 @@
 #include "core/seqlock.h"
 #include "transport/transport.h"
 #include "transport/fault.h"
-#include "wire/icrc.h"
 
 _Static_assert(SR_FK_MAX == SR_FAULT_KINDS, "layout.h's SR_FAULT_KINDS is SR_FK_MAX");
 _Static_assert(SR_FAULT_DIRS == 2, "layout.h's fault rules are for two directions");
@@ -123,60 +123,11 @@ void sr_fault_shm_counts(const struct sr_fault_shm *sh, struct sr_fault_counts *
 
 #define HOLDING ((1u << SR_FK_DELAY) | (1u << SR_FK_REORDER))
 
-void sr_eng_tx_tap(struct sr_engine *e, const uint8_t *sgid, const uint8_t *dgid, uint16_t sport,
-		   const uint8_t *hdr, unsigned hlen, const struct iovec *pay, unsigned npay,
-		   uint32_t paylen)
+unsigned sr_eng_rx_tap(struct sr_engine *e, uint8_t *buf, uint32_t len,
+		       const struct sr_link_addr *from)
 {
-	struct sr_udp_pkt *t = &e->tx[e->ntx];
-	struct sr_fault_shm *sh = sr_eng_fault_shm(e);
-	int sock = e->txsock[e->ntx];
-	unsigned mask = 0;
-	uint32_t bit = 0;
-
-	if (sr_fault_dir_on(sh, SR_FAULT_TX)) {
-		/* the bytes the sender owns after the BTH: extension headers and ICRC */
-		uint32_t nbits = (hlen > SR_BTH_LEN ? hlen - SR_BTH_LEN : 0) * 8 + SR_ICRC_LEN * 8;
-
-		mask = sr_fault_decide(sh, &e->fault_view, SR_FAULT_TX, sr_bth_dqpn_raw(hdr, hlen),
-				       nbits, &bit);
-	}
-	if (mask & (1u << SR_FK_DROP))
-		return;
-	if (mask & (1u << SR_FK_CORRUPT)) {
-		uint32_t ext = hlen > SR_BTH_LEN ? (hlen - SR_BTH_LEN) * 8 : 0;
-		struct iovec *last = &t->iov[t->niov - 1];
-
-		if (bit < ext)
-			t->hdr[SR_BTH_LEN + bit / 8] ^= (uint8_t)(1u << (bit % 8));
-		else
-			((uint8_t *)
-			     last->iov_base)[last->iov_len - SR_ICRC_LEN + (bit - ext) / 8] ^=
-			    (uint8_t)(1u << ((bit - ext) % 8));
-	}
-	if ((mask & HOLDING) && e->taps &&
-	    e->taps->hold(e, SR_FAULT_TX, mask, sock, sgid, dgid, sport, t->iov, t->niov))
-		return;
-	if (e->taps)
-		e->taps->trace(e, sgid, dgid, sport, SR_ROCE_PORT, t->iov, (int)t->niov);
-	e->ntx++;
-	if (e->taps)
-		e->taps->passed(e, SR_FAULT_TX);
-	if (mask & (1u << SR_FK_DUP)) {
-		/* an identical datagram, built again (the batch may be sent in between) */
-		if (e->ntx == SR_ENG_TX_BATCH)
-			sr_eng_flush_tx(e);
-		t = &e->tx[e->ntx];
-		e->txsock[e->ntx] = sock;
-		sr_udp_build(t, sgid, dgid, sport, hdr, hlen, pay, npay, paylen);
-		if (e->taps)
-			e->taps->trace(e, sgid, dgid, sport, SR_ROCE_PORT, t->iov, (int)t->niov);
-		e->ntx++;
-	}
-}
-
-unsigned sr_eng_rx_tap(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		       const uint8_t *dgid, uint16_t sport)
-{
+	const uint8_t *sgid = from->sgid, *dgid = from->dgid;
+	uint16_t sport = (uint16_t)from->flow;
 	struct sr_fault_shm *sh = sr_eng_fault_shm(e);
 	struct iovec iov = {buf, len};
 	unsigned mask;

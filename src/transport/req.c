@@ -323,7 +323,7 @@ static bool send_one(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp
 			   qp->dest_qpn, ackreq && qp->type != IBV_QPT_UC, q->req.npsn);
 		q->req.npsn = sr_psn_add(q->req.npsn, 1);
 	}
-	sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h, hl, iov, niov, len);
+	sr_eng_send(e, &(struct sr_link_addr){qp->sgid, qp->dgid, q->qpn}, h, hl, iov, niov, len);
 	q->trail.tx_at = e->now;
 	q->trail.tx_psn = sr_psn_add(q->req.npsn, SR_PSN_MASK);
 	q->trail.tx_pid = e->pid;

@@ -50,7 +50,7 @@ static void send_aeth(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_q
 	q->trail.ack_txs++;
 	if (elen)
 		memcpy(h + SR_BTH_LEN + SR_AETH_LEN, extra, elen);
-	sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h,
+	sr_eng_send(e, &(struct sr_link_addr){qp->sgid, qp->dgid, q->qpn}, h,
 		    SR_BTH_LEN + SR_AETH_LEN + elen, pay, npay, paylen);
 }
 
@@ -132,7 +132,7 @@ static void dack_send(struct sr_engine *e, struct sr_eng_dack *d)
 
 	d->valid = false;
 	sr_ack_hdr_put(h, d->dest_qpn, d->psn, d->msn);
-	sr_eng_send(e, &(struct sr_eng_path){d->sgid, d->dgid, d->qpn}, h, sizeof(h), NULL, 0, 0);
+	sr_eng_send(e, &(struct sr_link_addr){d->sgid, d->dgid, d->qpn}, h, sizeof(h), NULL, 0, 0);
 }
 
 /* The QP object the handed ACK belongs to, if it is still that QP. */
@@ -433,7 +433,7 @@ static void read_respond(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_en
 
 			sr_bth_put(h, resp_tr(qp) | op, false, 0, SR_DEFAULT_PKEY, qp->dest_qpn,
 				   false, sr_psn_add(psn, i));
-			sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h,
+			sr_eng_send(e, &(struct sr_link_addr){qp->sgid, qp->dgid, q->qpn}, h,
 				    SR_BTH_LEN, &iov, 1, chunk);
 		} else {
 			send_aeth(e, qp, q, resp_tr(qp) | op, sr_psn_add(psn, i),
@@ -984,7 +984,7 @@ static void notify_congestion(struct sr_engine *e, struct sr_qp_shm *qp, struct 
 	q->resp.cnp_at = e->now;
 	sr_cnp_put(h, qp->dest_qpn);
 	sr_eng_count(&e->cnt[SR_ENG_CNP_TX], 1);
-	sr_eng_send(e, &(struct sr_eng_path){qp->sgid, qp->dgid, q->qpn}, h, sizeof(h), NULL, 0, 0);
+	sr_eng_send(e, &(struct sr_link_addr){qp->sgid, qp->dgid, q->qpn}, h, sizeof(h), NULL, 0, 0);
 }
 
 void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,

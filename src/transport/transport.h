@@ -16,7 +16,8 @@
  * under the QP's wtx_lock, so the daemon's engine thread (src/engine), a
  * posting thread (datapath/wire_tx.c) and a polling thread's receive half
  * (datapath/wire_rx.c) each take a QP's turn in it.  Packets go out and
- * come in through kernel UDP sockets (RoCEv2, port 4791; core.c).  The
+ * come in through a link (link.h), which knows what carries them: today
+ * RoCEv2 over kernel UDP sockets (src/roce).  The
  * reasons, and the measurements behind them, are in docs/architecture.md
  * ("The transport") and docs/decisions.md.
  */
@@ -38,8 +39,8 @@
 #include "transport/fault.h"
 #include "transport/rate.h"
 #include "shm/responder.h"
+#include "transport/link.h"
 #include "wire/bth.h"
-#include "wire/udp.h"
 
 struct sr_devctx;
 struct sr_fault;
@@ -55,16 +56,13 @@ struct sr_pcap;
 #define SR_ENG_PROBE_NS	    2000000	   /* first tail-loss probe after this (req.c) */
 #define SR_ENG_REC_MIN_NS   100000	   /* a packet resent alone: its timer's floor (req.c) */
 #define SR_ENG_REPLAY	    SR_MAX_RD_ATOM /* atomic replay cache: max_dest_rd_atomic of the device */
-#define SR_ENG_TX_BATCH	    SR_UDP_BATCH   /* packets per flush (udp.h: GSO runs, sendmmsg) */
-#define SR_ENG_STAGE_MAX    4096	   /* the largest path MTU's payload */
-#define SR_ENG_RX_BATCH	    8		   /* buffers per recvmmsg */
-#define SR_ENG_RX_BUF	    65536	   /* one GRO buffer: up to 64 KiB of datagrams */
+#define SR_ENG_TX_BATCH	    SR_LINK_BATCH /* packets per flush (link.h) */
+#define SR_ENG_STAGE_MAX    4096	  /* the largest path MTU's payload */
 /* The longest message a posting thread sends itself (datapath/wire_tx.c),
  * in packets of the QP's path MTU (64 KiB at 4096): longer ones are the
  * engine's, which batches a stream better than one system call per
  * message does. */
 #define SR_WIRE_DIRECT_PKTS 16
-#define SR_ENG_SOCKS	    8 /* source-port pool: a QP sends from socks[qpn % 8] */
 /* While posting threads may send a QP's WQEs, the engine takes in what they
  * sent (and arms its timers) at least this often, and withdraws the grant
  * after SR_ENG_GRANT_IDLE_NS without anything sent or acknowledged. */
@@ -356,7 +354,7 @@ struct sr_engine {
 	 * slot held then (0: none) (core.c, unknown_qpn; status) */
 	_Atomic uint32_t unknown_qpn, unknown_slot;
 	/* the batch being read filled a receive socket past the mark:
-	 * its requesters get CNPs (core.c sr_eng_rx_read, resp.c) */
+	 * its requesters get CNPs (roce/roce.c sr_roce_rx_read, resp.c) */
 	bool congested;
 	uint64_t tx_flushes;
 	void *arena;
@@ -380,8 +378,6 @@ struct sr_engine {
 	uint64_t rx_seen[SR_RX_MEMBERS], rx_seen_at[SR_RX_MEMBERS];
 	uint64_t rx_own[SR_RX_MEMBERS], rx_app_at_strand[SR_RX_MEMBERS];
 	uint64_t rx_lend_after[SR_RX_MEMBERS];
-	int socks[SR_ENG_SOCKS];
-	uint16_t sports[SR_ENG_SOCKS];
 	int db_fd, ep_fd;
 	struct sr_eng_slot **slots; /* [SR_MAX_QPS], by QPN index */
 	struct sr_eng_slot *active;
@@ -391,15 +387,12 @@ struct sr_engine {
 	struct sr_eng_slot *pending, *granted; /* posting threads' sending (req.c) */
 	uint64_t grant_tick;		       /* next look at the granted QPs */
 	uint64_t now; /* this turn's time (sr_eng_clock); a timer armed later reads the clock */
-	/* transmit batch */
-	unsigned ntx;
-	struct sr_udp_pkt tx[SR_ENG_TX_BATCH];
-	int txsock[SR_ENG_TX_BATCH];
+	/* what it sends through (link.h): its queue is the transmit batch */
+	struct sr_link *link;
 	/* READ response payloads copied for this batch (sr_eng_stage):
 	 * SR_ENG_TX_BATCH slots of SR_ENG_STAGE_MAX, made at first use */
 	uint8_t *stage;
 	unsigned nstage;
-	struct sr_udp_sender sender;
 	/* counters (softrdma status): written by the engine thread only,
 	 * read by the daemon's status (relaxed atomics, no locked instruction) */
 	_Atomic uint64_t cnt[SR_ENG_CNT_MAX];
@@ -426,8 +419,8 @@ static inline struct sr_fault_shm *sr_eng_fault_shm(const struct sr_engine *e)
 	return &((struct sr_arena_hdr *)e->arena)->fault;
 }
 
-/* Whether direction d's packets go through the taps (sr_eng_tx_tap,
- * sr_eng_rx_tap): a capture (the engine's), or a fault rule for d. */
+/* Whether direction d's packets go through the taps (the link's on
+ * sending, sr_eng_rx_tap): a capture (the engine's), or a fault rule for d. */
 static inline bool sr_eng_tapped(const struct sr_engine *e, enum sr_fault_dir d)
 {
 	return e->trace || sr_fault_dir_on(sr_eng_fault_shm(e), d);
@@ -437,9 +430,9 @@ static inline bool sr_eng_tapped(const struct sr_engine *e, enum sr_fault_dir d)
  * receive half's, the GSI reader's): how many times to process it, as the
  * receive taps decide (sr_eng_rx_tap: 0, 1 or 2), and 1 without taps. */
 static inline unsigned sr_eng_rx_copies(struct sr_engine *e, uint8_t *buf, uint32_t len,
-					const uint8_t *sgid, const uint8_t *dgid, uint16_t sport)
+					const struct sr_link_addr *from)
 {
-	return sr_eng_tapped(e, SR_FAULT_RX) ? sr_eng_rx_tap(e, buf, len, sgid, dgid, sport) : 1;
+	return sr_eng_tapped(e, SR_FAULT_RX) ? sr_eng_rx_tap(e, buf, len, from) : 1;
 }
 
 static inline void sr_eng_count(_Atomic uint64_t *c, uint64_t n)
@@ -467,23 +460,13 @@ static inline struct sr_eng_slot *sr_eng_slot_of(const struct sr_engine *e,
 {
 	return sr_eng_slot_at(e, q->qpn);
 }
-/*
- * Where a packet goes, as the transport knows it: the path of the QP it is
- * for (the link below takes what it needs of it: the GIDs, which are the
- * IP addresses on RoCEv2) and the flow it belongs to, the sending QP's
- * number, which a link keeps in order and spreads (RoCEv2: over the pool
- * of source ports, as rxe's 0xC000 | hash(qpn)).
- */
-struct sr_eng_path {
-	const uint8_t *sgid, *dgid;
-	uint32_t flow;
-};
 /* Whether q is the current state of qp (no reset or re-route since). */
 bool sr_eng_qp_is(const struct sr_engine *e, const struct sr_qp_shm *qp, const struct sr_eng_qp *q);
 void sr_eng_activate(struct sr_engine *e, struct sr_eng_qp *q);
-/* Queues a packet on path to: hdr (hlen bytes, from the BTH on) and payload
- * pieces; the link adds its headers, the pad and the ICRC. */
-void sr_eng_send(struct sr_engine *e, const struct sr_eng_path *to, const uint8_t *hdr,
+/* Queues a packet on e's link to `to`: hdr (hlen bytes, from the BTH on)
+ * and payload pieces; the link adds its headers, the pad and the ICRC
+ * (link.h).  Counted here. */
+void sr_eng_send(struct sr_engine *e, const struct sr_link_addr *to, const uint8_t *hdr,
 		 unsigned hlen, const struct iovec *pay, unsigned npay, uint32_t paylen);
 void sr_eng_flush_tx(struct sr_engine *e);
 /* A READ response's payload (len <= SR_ENG_STAGE_MAX) copied out of the
@@ -491,33 +474,14 @@ void sr_eng_flush_tx(struct sr_engine *e);
  * packet queued; the copy, or src itself without memory for one. */
 const void *sr_eng_stage(struct sr_engine *e, const void *src, uint32_t len);
 
-/* core.c: reading and taking in datagrams */
-/* One receive buffer: a GRO buffer of datagrams, their source and cmsgs. */
-struct sr_eng_rxbuf {
-	uint8_t buf[SR_ENG_RX_BUF];
-	struct sockaddr_in6 src;
-	union {
-		char buf[CMSG_SPACE(sizeof(struct in6_pktinfo)) +
-			 CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov;
-};
-typedef void (*sr_eng_rx_fn)(struct sr_engine *e, uint8_t *buf, uint32_t len, const uint8_t *sgid,
-			     const uint8_t *dgid, uint16_t sport);
-/* Reads what sock holds (MSG_DONTWAIT) into up to nb buffers and hands
- * every datagram (a GRO buffer split) to fn; buffers filled, 0 if none,
- * or -errno. */
-int sr_eng_rx_read(struct sr_engine *e, int sock, struct sr_eng_rxbuf *b, unsigned nb,
-		   sr_eng_rx_fn fn);
+/* core.c: taking in datagrams (what reads them is the link's: roce/roce.h) */
 /* A datagram only the engine thread takes (QP1's MADs, multicast) read by
  * another thread: queued for it in the arena (run_rxfwd); false if the
  * queue was full (lost, as on a full receive queue, and counted).  The
  * caller then wakes the engine. */
-bool sr_eng_rxfwd(void *arena, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		  const uint8_t *dgid, uint16_t sport);
+bool sr_eng_rxfwd(void *arena, const uint8_t *buf, uint32_t len, const struct sr_link_addr *from);
 /* Makes e an engine on arena (ctx: the context whose executor it runs;
- * NULL for none), with no sockets or taps yet (the caller sets what it
+ * NULL for none), with no link or taps yet (the caller sets what it
  * uses) and, with slots, its records of the QPs it touches.  app: a thread
  * of a process or the daemon's QP1 reader, not the engine thread.  The
  * one constructor of the engine thread's, a receive half's, the GSI
@@ -528,9 +492,10 @@ int sr_eng_init(struct sr_engine *e, struct sr_devctx *ctx, void *arena, bool ap
 void sr_eng_counts_publish(const struct sr_engine *e, uint64_t *shown_cnt, uint64_t *shown_drops);
 /* Whether an opcode is of the QP type's transport (IBTA 9.2 and annex A14). */
 bool sr_eng_opcode_fits(uint8_t opcode, uint32_t type);
-/* Parses a datagram and checks its ICRC into *p: false if dropped (counted). */
-bool sr_eng_rx_parse(struct sr_engine *e, const uint8_t *buf, uint32_t len, const uint8_t *sgid,
-		     const uint8_t *dgid, uint16_t sport, struct sr_pkt *p);
+/* Parses a received packet into *p and has its link check its integrity
+ * (the ICRC): false if dropped (counted). */
+bool sr_eng_rx_parse(struct sr_engine *e, const uint8_t *buf, uint32_t len,
+		     const struct sr_link_addr *from, struct sr_pkt *p);
 /* A parsed datagram for a QP of this host (not QP1, not multicast). */
 void sr_eng_rx_unicast(struct sr_engine *e, const struct sr_pkt *p, const uint8_t *sgid,
 		       const uint8_t *dgid);

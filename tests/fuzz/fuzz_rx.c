@@ -43,6 +43,8 @@
 #include "wire/bth.h"
 #include "wire/icrc.h"
 
+#include "../inproc_daemon.h"
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -63,7 +65,6 @@ static unsigned fz_sends;     /* requester WRs outstanding */
 static uint8_t *fz_buf;	      /* guard | MR | guard */
 static int fz_gid_index;
 static struct sr_engine *fz_eng;
-static pid_t fz_daemon;
 
 static const uint8_t fz_peer[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 255, 0, 2};
 
@@ -95,51 +96,18 @@ static void stats(void)
 static void stop_daemon(void)
 {
 	stats();
-	if (fz_daemon > 0) {
-		kill(fz_daemon, SIGTERM);
-		waitpid(fz_daemon, NULL, 0);
-	}
+	inproc_daemon_stop();
 }
 
+/* It dies with us, also when libFuzzer ends us with _exit (a timeout, a
+ * crash), and writes nowhere our output goes. */
 static void start_daemon(void)
 {
 	const char *bin = getenv("FUZZ_SOFTRDMAD");
-	char sock[64];
 
-	if (!bin)
-		bin = "softrdmad";
-	snprintf(sock, sizeof(sock), "softrdma-fuzz-rx-%d", (int)getpid());
-	setenv("SOFTRDMA_SOCKET", sock, 1);
-	setenv("SOFTRDMA_ROCE", "0", 1); /* its engine off: ours is in this process */
-	setenv("SOFTRDMA_NO_SPAWN", "1", 1);
-	fz_daemon = fork();
-	if (fz_daemon < 0)
-		die("fork");
-	if (fz_daemon == 0) {
-		/* it dies with us, also when libFuzzer ends us with _exit (a
-		 * timeout, a crash), and writes nowhere our output goes */
-		int null = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (null >= 0) {
-			dup2(null, 0);
-			dup2(null, 1);
-			dup2(null, 2);
-		}
-		execlp(bin, "softrdmad", "--idle", "0", (char *)NULL);
-		_exit(127);
-	}
+	if (!inproc_daemon_start(bin ? bin : "softrdmad", "fuzz-rx", true))
+		die("softrdmad did not come up (FUZZ_SOFTRDMAD)");
 	atexit(stop_daemon);
-	for (int i = 0; i < 500; i++) {
-		int fd = sr_daemon_connect(false, NULL);
-
-		if (fd >= 0) {
-			close(fd);
-			return;
-		}
-		usleep(10000);
-	}
-	die("softrdmad did not come up (FUZZ_SOFTRDMAD)");
 }
 
 static void post_recvs(int i)
@@ -416,7 +384,8 @@ static void one_packet(uint8_t sel, uint8_t flags, const uint8_t *b, uint32_t n)
 
 		sr_icrc_put(buf + n, sr_icrc(sgid, dgid, sport, SR_ROCE_PORT, &iov, 1) ^
 					 ((flags & 4) ? 0x10u : 0));
-		sr_eng_rx_one(fz_eng, buf, n + SR_ICRC_LEN, sgid, dgid, sport);
+		sr_eng_rx_one(fz_eng, buf, n + SR_ICRC_LEN,
+			      &(struct sr_link_addr){sgid, dgid, sport});
 	}
 }
 
