@@ -47,8 +47,10 @@
 # say the commit before a change: `git worktree add /tmp/base HEAD~1`).
 # It is built into build-release-against with its own softrdmad, and each
 # same-host softrdma measurement runs on both, interleaved within every
-# round (system "softrdma" and "softrdma-against"); the peers, memcpy and
-# the other sections are left out.  ab.txt gets the table (bench/ab.py):
+# round (system "softrdma" and "softrdma-against"), and so does each
+# two-host softrdma measurement (both hosts' daemons restarted with the
+# tree's softrdmad; the trees' order flips every round); the peers,
+# memcpy, the link probes and the other sections are left out.  ab.txt gets the table (bench/ab.py):
 # each figure's median on both trees, their ratio and each tree's
 # round-to-round spread.
 #
@@ -177,7 +179,6 @@ if [ -n "$AGAINST" ]; then
 		say "build failed, see $LOGS/build-against.log"
 		exit 1
 	fi
-	TWOHOST=0
 fi
 
 # ------------------------------------------------------------ environment
@@ -586,8 +587,34 @@ ab_section() {
 	done
 }
 
+# the two-host section (bench/twohost.sh): with --against, softrdma's rows
+# on both trees (th_main's A/B mode)
+twohost_section() {
+	. "$ROOT/bench/twohost.sh"
+	# in a subshell: its namespaces and daemons are cleaned up by its own
+	# EXIT trap, and lib_netns.sh's exit on a machine without namespaces
+	# ends only this section
+	(
+		trap 'exit 130' INT TERM
+		[ -n "$TH_ROUNDS" ] || unset TH_ROUNDS
+		th_setup_params
+		ROUNDS=$TH_ROUNDS
+		TH_AGAINST=${AB_BUILD:-}
+		th_main
+	)
+	rc=$?
+	[ $rc = 0 ] || { say "two-host section ended early (exit $rc)"; echo "ended early (exit $rc)" >>"$OUT/twohost.txt"; }
+	echo "wall time with the two-host section: $(($(date +%s) - T_START)) s" >>"$OUT/env.txt"
+}
+
 if [ -n "$AGAINST" ]; then
 	[ "$SAMEHOST" = 1 ] && ab_section
+	if [ "$TWOHOST" = 1 ]; then
+		cleanup
+		DPID=
+		trap - EXIT
+		twohost_section
+	fi
 	/usr/bin/python3 "$ROOT/bench/ab.py" "$RAW" >"$OUT/ab.txt"
 	rc=$?
 	tee -a "$OUT/progress.log" <"$OUT/ab.txt"
@@ -610,22 +637,7 @@ DPID=
 trap - EXIT
 
 # ---------------------------------------------------- two hosts (root)
-if [ "$TWOHOST" = 1 ]; then
-	. "$ROOT/bench/twohost.sh"
-	# in a subshell: its namespaces and daemons are cleaned up by its own
-	# EXIT trap, and lib_netns.sh's exit on a machine without namespaces
-	# ends only this section
-	(
-		trap 'exit 130' INT TERM
-		[ -n "$TH_ROUNDS" ] || unset TH_ROUNDS
-		th_setup_params
-		ROUNDS=$TH_ROUNDS
-		th_main
-	)
-	rc=$?
-	[ $rc = 0 ] || { say "two-host section ended early (exit $rc)"; echo "ended early (exit $rc)" >>"$OUT/twohost.txt"; }
-	echo "wall time with the two-host section: $(($(date +%s) - T_START)) s" >>"$OUT/env.txt"
-fi
+[ "$TWOHOST" = 1 ] && twohost_section
 
 # connection set-up: cmtime against TCP on one host and (root) two
 say "connection set-up (bench/cm_setup.sh) ..."

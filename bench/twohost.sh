@@ -30,6 +30,12 @@
 # `softrdma status` shows no fault line (or they refuse to start) the row
 # says "n/a (no fault injection in this build)".
 #
+# A/B (bench/run.sh --against: TH_AGAINST is the other tree's build): per
+# round and MTU, only softrdma's rows, on this tree and then on the other
+# (the order flips every round), both hosts' daemons restarted with that
+# tree's softrdmad and its libibverbs under perftest; system
+# "softrdma-against" for the other tree's rows.
+#
 # Every run is time-bounded (timeout); one that fails or hangs is recorded
 # as FAIL (value nan, status=FAIL in raw.tsv) and the section goes on.
 # Rows go to raw.tsv with group 2h-<MTU> (the loss rows in 2h-9000).
@@ -153,7 +159,7 @@ th_pt() {
 	*_lat) extra=(-C) ;;
 	esac
 	th_port
-	tag=$LOGS/2h-r${ROUND}-m${MTU}-${test}-${size}$4
+	tag=$LOGS/2h-r${ROUND}-m${MTU}-${test}-${size}$4${TH_TAG:-}
 	TH_JSON=$tag.cli.json
 	rm -f "$TH_JSON"
 	nn_bg a "$tag.srv.txt" timeout "$TH_TO" "$test" -d soft0 -x "$GA" -F "${extra[@]}" \
@@ -184,7 +190,7 @@ th_sr_bw() { # TEST SIZE ITERS [METRIC]
 	rate=$(jget "$TH_JSON" MsgRate)
 	[ "$TH_STATUS" = ok ] && [ "$gb" = nan ] && TH_STATUS=FAIL:no_result
 	[ "$TH_STATUS" = ok ] || gb=nan
-	record "$metric" softrdma "$s" "$gb" GB/s \
+	record "$metric" "${TH_SYS:-softrdma}" "$s" "$gb" GB/s \
 		"msgrate_mpps=$rate;iters=$n;retransmits=$((r1 - r0));status=${TH_STATUS%%:*};why=${TH_STATUS#*:}" \
 		"$rate Mpps, rtx $((r1 - r0)) ${TH_STATUS}"
 }
@@ -196,7 +202,7 @@ th_sr_lat() { # TEST
 	avg=$(cyc2us "$(jget "$TH_JSON" t_avg)")
 	[ "$TH_STATUS" = ok ] && [ "$typ" = nan ] && TH_STATUS=FAIL:no_result
 	[ "$TH_STATUS" = ok ] || typ=nan
-	record "$test" softrdma 8 "$typ" usec \
+	record "$test" "${TH_SYS:-softrdma}" 8 "$typ" usec \
 		"avg=$avg;p99=$(cyc2us "$(jget "$TH_JSON" percentile_99)");iters=$TH_LAT_N;status=${TH_STATUS%%:*};why=${TH_STATUS#*:}" \
 		"avg $avg ${TH_STATUS}"
 }
@@ -419,8 +425,32 @@ th_block() {
 	fi
 }
 
+# A/B: softrdma's rows of one MTU's block, on tree `this` or `against`
+th_tree() {
+	if [ "$1" = against ]; then
+		NN_BUILD=$TH_AGAINST TH_SYS=softrdma-against TH_TAG=-against
+	else
+		NN_BUILD=$TH_THIS TH_SYS=softrdma TH_TAG=
+	fi
+	NN_SR=$NN_BUILD/bin/softrdma
+}
+th_block_ab() {
+	local items=(
+		"th_sr_bw ib_write_bw 1048576 $TH_N_1M"
+		"th_sr_bw ib_read_bw 1048576 $TH_N_1M"
+		"th_sr_bw ib_send_bw 1048576 $TH_N_1M"
+		"th_sr_bw ib_write_bw 65536 $TH_N_64K"
+		"th_sr_bw ib_read_bw 65536 $TH_N_64K"
+		"th_sr_bw ib_send_bw 65536 $TH_N_64K"
+		"th_sr_bw ib_write_bw 8 $TH_N_8"
+		"th_sr_lat ib_write_lat"
+		"th_sr_lat ib_send_lat"
+	) i
+	for i in "${items[@]}"; do eval "$i"; done
+}
+
 th_main() {
-	local m order
+	local m order t trees
 	th_setup_params
 	: >"$OUT/twohost.txt"
 	if [ "$(id -u)" != 0 ]; then
@@ -433,6 +463,7 @@ th_main() {
 	. "$ROOT/tests/lib_netns.sh"
 	ROUND=0 MTU=9000
 	nn_setup "$BUILD" 9000 || { th_say "two-host: nn_setup failed"; return 1; }
+	TH_THIS=$NN_BUILD
 	trap nn_cleanup EXIT
 	{
 		echo "two hosts: network namespaces $NN_A and $NN_B, veth $NN_IF, $(addr_a) <-> $(addr_b)"
@@ -442,6 +473,18 @@ th_main() {
 		order="9000 1500"
 		[ $((ROUND % 2)) = 0 ] && order="1500 9000"
 		for m in $order; do
+			if [ -n "${TH_AGAINST:-}" ]; then
+				trees="this against"
+				[ $((ROUND % 2)) = 0 ] && trees="against this"
+				for t in $trees; do
+					th_tree "$t"
+					th_set_mtu "$m" || continue
+					th_say "two-host round $ROUND/$TH_ROUNDS: MTU $MTU, tree $t (active_mtu $TH_ACTIVE_MTU)"
+					th_block_ab
+				done
+				th_tree this
+				continue
+			fi
 			th_set_mtu "$m" || continue
 			th_say "two-host round $ROUND/$TH_ROUNDS: MTU $MTU (active_mtu $TH_ACTIVE_MTU)"
 			th_block
