@@ -306,9 +306,12 @@ wbw() {
 # the 60th it receives (b's 61st).  The NAK of the first gap has the
 # packet resent alone; its ACK stops at the second gap, past which the
 # responder placed what came, and that packet goes alone too: two
-# retransmissions in all (a few more if a timer fires under load), where
-# go-back-N from the second gap would resend the rest of the window (about
-# 200 packets at this MTU).
+# retransmissions in all, where go-back-N from the second gap would resend
+# the rest of the window, every packet placed past the gaps (about 500 at
+# this MTU).  Under load a few more: a resend whose ACK is late goes again
+# after its own timer, and a tail-loss probe resends the last packet (9 to
+# 15 seen beside busy loops, 7 of them probes); so the bound is a tenth of
+# what go-back-N would send, not a count of timers.
 mode_holes() {
 	local r n p
 	on_b "$NN_SR" fault "dir=tx,drop_nth=20" && on_a "$NN_SR" fault "dir=rx,drop_nth=60"
@@ -325,10 +328,8 @@ mode_holes() {
 	check "b: a NAK came back (${n:-0})" test "${n:-0}" -ge 1
 	check "a: placed packets past the gaps (${p:-0})" test "${p:-0}" -ge 40
 	r=$(status_val b 'roce v2' retransmits)
-	# (a lost resend, or its ACK, sends it again after its own timer or
-	# a probe: a few more under load, never the window)
-	check "b: each hole resent alone: retransmits ${r:-0}, 2 to 8" \
-		test "${r:-0}" -ge 2 -a "${r:-0}" -le 8
+	check "b: each hole resent alone: retransmits ${r:-0}, 2 to a tenth of $p" \
+		test "${r:-0}" -ge 2 -a "${r:-0}" -le $((${p:-0} / 10))
 }
 
 # One packet of a 64 KiB WRITE lost (at MTU 1500 a WRITE is 64 packets,
@@ -352,9 +353,10 @@ mode_ahead() {
 	check "a: dropped no more than a few of them ($((${dp:-0} - ${pa:-0})))" \
 		test $((${dp:-0} - ${pa:-0})) -le 4
 	r=$(status_val b 'roce v2' retransmits)
-	# (its resend's own timer may send it again under load)
-	check "b: the hole resent alone: retransmits ${r:-0}, 1 to 8" \
-		test "${r:-0}" -ge 1 -a "${r:-0}" -le 8
+	# (go-back-N would resend every packet placed ahead; under load the
+	# resend's own timer and tail-loss probes add a few: mode_holes)
+	check "b: the hole resent alone: retransmits ${r:-0}, 1 to a tenth of $pa" \
+		test "${r:-0}" -ge 1 -a "${r:-0}" -le $((${pa:-0} / 10))
 }
 
 # One packet of a WRITE stream lost, captured on the sender: after the
