@@ -54,11 +54,40 @@
 struct engine_inst {
 	struct sr_engine e; /* first: the struct sr_engine * is one of these */
 	struct sr_roce roce;
+	/* the receive socket group (layout.h, SR_RX_MEMBERS): nrx members,
+	 * rx_sock = rx_socks[0]; rx_out: the members out of the epoll set
+	 * (lent to a process that polls, or held by it) */
+	int rx_sock;
+	int rx_socks[SR_RX_MEMBERS];
+	unsigned nrx;
+	uint32_t rx_out;
+	/* members lent (taken out of the set for a polling process), looks
+	 * that found a member held, members taken back with datagrams
+	 * stranded in them (status: rx_lends, rx_left_held, rx_stranded) */
+	_Atomic uint64_t rx_lends, rx_left_held, rx_stranded;
+	/* per member (rx_lend): its pkts at the engine's last look and when;
+	 * datagrams the engine itself took from it; the processes' reads at
+	 * its last stranding; no lending before this time */
+	uint64_t rx_seen[SR_RX_MEMBERS], rx_seen_at[SR_RX_MEMBERS];
+	uint64_t rx_own[SR_RX_MEMBERS], rx_app_at_strand[SR_RX_MEMBERS];
+	uint64_t rx_lend_after[SR_RX_MEMBERS];
+	/* its doorbell's eventfd and its epoll set */
+	int db_fd, ep_fd;
 };
+
+static struct engine_inst *inst(struct sr_engine *e)
+{
+	return (struct engine_inst *)e;
+}
+
+static const struct engine_inst *cinst(const struct sr_engine *e)
+{
+	return (const struct engine_inst *)e;
+}
 
 static struct sr_roce *engine_roce(struct sr_engine *e)
 {
-	return &((struct engine_inst *)e)->roce;
+	return &inst(e)->roce;
 }
 
 /* e (a struct engine_inst) made, with its link and no sockets yet. */
@@ -68,6 +97,7 @@ static int engine_new(struct sr_engine *e)
 
 	sr_roce_init(engine_roce(e), e);
 	e->link = &engine_roce(e)->link;
+	inst(e)->rx_sock = inst(e)->db_fd = inst(e)->ep_fd = -1;
 	return ret;
 }
 
@@ -204,17 +234,18 @@ static bool rx_batch(struct sr_engine *e, unsigned m, bool *more)
 
 	*more = false;
 	if (m && !(hold = sr_rx_take_or_leave(mb, e->now))) {
-		sr_eng_count(&e->rx_left_held, 1);
+		sr_eng_count(&inst(e)->rx_left_held, 1);
 		return false;
 	}
-	n = sr_roce_rx_read(engine_roce(e), e->rx_socks[m], rx_slots, SR_ROCE_RX_BATCH, rx_tapped);
+	n = sr_roce_rx_read(engine_roce(e), inst(e)->rx_socks[m], rx_slots, SR_ROCE_RX_BATCH,
+			    rx_tapped);
 	if (n > 0) {
 		sr_eng_resp_acks(e);
 		/* its answers leave before a later reader's (READ responses
 		 * out of order would be asked for again) */
 		sr_eng_flush_tx(e);
 		atomic_fetch_add_explicit(&mb->pkts, (uint64_t)n, memory_order_relaxed);
-		e->rx_own[m] += (uint64_t)n;
+		inst(e)->rx_own[m] += (uint64_t)n;
 	}
 	if (hold)
 		sr_rx_give(mb, hold); /* (missed is only the engine's to set) */
@@ -365,19 +396,19 @@ static bool rx_stranded(struct sr_engine *e, unsigned m, struct sr_rx_member *mb
 	uint64_t pkts = atomic_load_explicit(&mb->pkts, memory_order_relaxed), apps;
 	int queued = 0;
 
-	if (ioctl(e->rx_socks[m], SIOCINQ, &queued) || queued <= 0 || pkts != e->rx_seen[m] ||
-	    e->now - e->rx_seen_at[m] < SR_ENG_RX_STRAND_NS) {
-		if (pkts != e->rx_seen[m] || queued <= 0) {
-			e->rx_seen[m] = pkts;
-			e->rx_seen_at[m] = e->now;
+	if (ioctl(inst(e)->rx_socks[m], SIOCINQ, &queued) || queued <= 0 ||
+	    pkts != inst(e)->rx_seen[m] || e->now - inst(e)->rx_seen_at[m] < SR_ENG_RX_STRAND_NS) {
+		if (pkts != inst(e)->rx_seen[m] || queued <= 0) {
+			inst(e)->rx_seen[m] = pkts;
+			inst(e)->rx_seen_at[m] = e->now;
 		}
 		return false;
 	}
-	sr_eng_count(&e->rx_stranded, 1);
-	apps = pkts - e->rx_own[m];
-	if (apps - e->rx_app_at_strand[m] < SR_ENG_RX_STRAND_READS)
-		e->rx_lend_after[m] = e->now + SR_ENG_RX_STRAND_PAUSE_NS;
-	e->rx_app_at_strand[m] = apps;
+	sr_eng_count(&inst(e)->rx_stranded, 1);
+	apps = pkts - inst(e)->rx_own[m];
+	if (apps - inst(e)->rx_app_at_strand[m] < SR_ENG_RX_STRAND_READS)
+		inst(e)->rx_lend_after[m] = e->now + SR_ENG_RX_STRAND_PAUSE_NS;
+	inst(e)->rx_app_at_strand[m] = apps;
 	return true;
 }
 
@@ -390,7 +421,7 @@ static bool polled(const struct sr_engine *e, unsigned m, struct sr_rx_member *m
 	uint64_t since = atomic_load_explicit(&mb->poll_since, memory_order_relaxed);
 
 	return at && (int64_t)(e->now - at) < SR_ENG_RX_LEND_NS &&
-	       (int64_t)(at - since) >= SR_ENG_RX_STREAK_NS && e->now >= e->rx_lend_after[m];
+	       (int64_t)(at - since) >= SR_ENG_RX_STREAK_NS && e->now >= cinst(e)->rx_lend_after[m];
 }
 
 /*
@@ -412,12 +443,12 @@ static bool rx_lend(struct sr_engine *e)
 	struct sr_arena_hdr *h = e->arena;
 	bool taps = atomic_load_explicit(&h->rx_taps, memory_order_relaxed);
 
-	for (unsigned m = 1; m < e->nrx; m++) {
+	for (unsigned m = 1; m < inst(e)->nrx; m++) {
 		struct sr_rx_member *mb = &h->rx_members[m];
 		bool lend = !taps && polled(e, m, mb), out;
 		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = m};
 
-		if (lend && (e->rx_out & 1u << m) && rx_stranded(e, m, mb))
+		if (lend && (inst(e)->rx_out & 1u << m) && rx_stranded(e, m, mb))
 			lend = false;
 		out = lend || (!taps && sr_rx_held(mb, e->now));
 		if (lend && !atomic_load_explicit(&mb->lent, memory_order_relaxed)) {
@@ -432,18 +463,19 @@ static bool rx_lend(struct sr_engine *e)
 		}
 		if (!lend && atomic_load_explicit(&mb->lent, memory_order_relaxed))
 			atomic_store_explicit(&mb->lent, 0, memory_order_relaxed);
-		if (out == !!(e->rx_out & 1u << m))
+		if (out == !!(inst(e)->rx_out & 1u << m))
 			continue;
-		if (epoll_ctl(e->ep_fd, out ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, e->rx_socks[m], &ev))
+		if (epoll_ctl(inst(e)->ep_fd, out ? EPOLL_CTL_DEL : EPOLL_CTL_ADD,
+			      inst(e)->rx_socks[m], &ev))
 			continue;
-		e->rx_out ^= 1u << m;
+		inst(e)->rx_out ^= 1u << m;
 		if (out) {
-			sr_eng_count(&e->rx_lends, 1);
-			e->rx_seen[m] = atomic_load_explicit(&mb->pkts, memory_order_relaxed);
-			e->rx_seen_at[m] = e->now;
+			sr_eng_count(&inst(e)->rx_lends, 1);
+			inst(e)->rx_seen[m] = atomic_load_explicit(&mb->pkts, memory_order_relaxed);
+			inst(e)->rx_seen_at[m] = e->now;
 		}
 	}
-	return e->rx_out != 0;
+	return inst(e)->rx_out != 0;
 }
 
 /* Runs due timers; returns the earliest deadline still pending (0: none). */
@@ -496,7 +528,7 @@ static uint64_t run_timers(struct sr_engine *e)
  * cleared. */
 static uint32_t ready_of(struct sr_engine *e, const struct epoll_event *ev, int n)
 {
-	uint32_t ready = n < 0 ? ((1u << e->nrx) - 1) & ~e->rx_out : 0;
+	uint32_t ready = n < 0 ? ((1u << inst(e)->nrx) - 1) & ~inst(e)->rx_out : 0;
 
 	for (int i = 0; i < n; i++)
 		if (ev[i].data.u32 < SR_RX_MEMBERS)
@@ -504,7 +536,7 @@ static uint32_t ready_of(struct sr_engine *e, const struct epoll_event *ev, int 
 		else if (ev[i].data.u32 == SR_RX_MEMBERS) {
 			uint64_t v;
 
-			if (read(e->db_fd, &v, sizeof(v)) < 0)
+			if (read(inst(e)->db_fd, &v, sizeof(v)) < 0)
 				v = 0;
 		}
 	return ready;
@@ -543,7 +575,7 @@ static void *engine_main(void *arg)
 	/* which members may hold datagrams: not after a look that found none,
 	 * or a wake-up for something else (a doorbell, a MAD to send, a
 	 * timer), which then costs no recvmmsg that finds nothing */
-	uint32_t rx_ready = (1u << e->nrx) - 1; /* by member */
+	uint32_t rx_ready = (1u << inst(e)->nrx) - 1; /* by member */
 
 	short_slice();
 	while (!atomic_load_explicit(&engine_stop, memory_order_relaxed)) {
@@ -562,7 +594,7 @@ static void *engine_main(void *arg)
 		run_rxfwd(e);
 		sr_eng_gsi_turn(e); /* the CM agent's MADs (gsi.c) */
 		busy = false;
-		for (unsigned m = 0; m < e->nrx; m++) {
+		for (unsigned m = 0; m < inst(e)->nrx; m++) {
 			bool more;
 
 			if (!(rx_ready & 1u << m))
@@ -610,7 +642,8 @@ static void *engine_main(void *arg)
 			struct timespec zero = {0, 0};
 
 			rx_ready |= ready_of(
-			    e, ev, epoll_pwait2(e->ep_fd, ev, SR_RX_MEMBERS + 1, &zero, NULL));
+			    e, ev,
+			    epoll_pwait2(inst(e)->ep_fd, ev, SR_RX_MEMBERS + 1, &zero, NULL));
 			continue;
 		}
 		/* (taken back, a member is in the set again: a datagram that
@@ -634,7 +667,7 @@ static void *engine_main(void *arg)
 				ts.tv_nsec = (long)(d % 1000000000ull);
 				tp = &ts;
 			}
-			int n = epoll_pwait2(e->ep_fd, ev, SR_RX_MEMBERS + 1, tp, NULL);
+			int n = epoll_pwait2(inst(e)->ep_fd, ev, SR_RX_MEMBERS + 1, tp, NULL);
 
 			/* how late a timed sleep ended: the CPU the engine waited
 			 * for once it was due (req.c, why_failed) */
@@ -727,23 +760,26 @@ void sr_engine_status(char *buf, size_t len)
 		n += (size_t)snprintf(
 		    buf + n, len - n,
 		    " rx_lends %llu rx_left_held %llu rx_stranded %llu acks_after_destroy %llu",
-		    (unsigned long long)atomic_load_explicit(&e->rx_lends, memory_order_relaxed),
-		    (unsigned long long)atomic_load_explicit(&e->rx_left_held,
+		    (unsigned long long)atomic_load_explicit(&inst(e)->rx_lends,
 							     memory_order_relaxed),
-		    (unsigned long long)atomic_load_explicit(&e->rx_stranded, memory_order_relaxed),
+		    (unsigned long long)atomic_load_explicit(&inst(e)->rx_left_held,
+							     memory_order_relaxed),
+		    (unsigned long long)atomic_load_explicit(&inst(e)->rx_stranded,
+							     memory_order_relaxed),
 		    (unsigned long long)atomic_load_explicit(&e->acks_gone, memory_order_relaxed));
 	if (n < len) {
 		uint64_t t = 0;
 
-		for (unsigned m = 0; m < e->nrx; m++)
+		for (unsigned m = 0; m < inst(e)->nrx; m++)
 			t +=
 			    atomic_load_explicit(&h->rx_members[m].takeovers, memory_order_relaxed);
 		n +=
 		    (size_t)snprintf(buf + n, len - n, " rx_takeovers %llu", (unsigned long long)t);
 	}
 	if (n < len)
-		n += (size_t)snprintf(buf + n, len - n, " rx_members %u rx_by_member", e->nrx);
-	for (unsigned m = 0; m < e->nrx && n < len; m++)
+		n +=
+		    (size_t)snprintf(buf + n, len - n, " rx_members %u rx_by_member", inst(e)->nrx);
+	for (unsigned m = 0; m < inst(e)->nrx && n < len; m++)
 		n += (size_t)snprintf(buf + n, len - n, "%c%llu", m ? ',' : ' ',
 				      (unsigned long long)atomic_load_explicit(
 					  &h->rx_members[m].pkts, memory_order_relaxed));
@@ -806,17 +842,17 @@ static void *engine_boot(void *arg)
 	uint32_t fd_id;
 	int ret;
 
-	ret = sr_ctx_reg_fd(e->ctx, e->db_fd, SR_FD_EVENT, &fd_id);
+	ret = sr_ctx_reg_fd(e->ctx, inst(e)->db_fd, SR_FD_EVENT, &fd_id);
 	if (ret) {
 		sr_err("engine: cannot register its doorbell: %s", strerror(-ret));
 		return NULL;
 	}
 	((struct sr_arena_hdr *)e->arena)->engine_fd_id = fd_id;
 	ev.data.u32 = SR_RX_MEMBERS;
-	epoll_ctl(e->ep_fd, EPOLL_CTL_ADD, e->db_fd, &ev);
-	for (unsigned m = 0; m < e->nrx; m++) {
+	epoll_ctl(inst(e)->ep_fd, EPOLL_CTL_ADD, inst(e)->db_fd, &ev);
+	for (unsigned m = 0; m < inst(e)->nrx; m++) {
 		ev.data.u32 = m;
-		epoll_ctl(e->ep_fd, EPOLL_CTL_ADD, e->rx_socks[m], &ev);
+		epoll_ctl(inst(e)->ep_fd, EPOLL_CTL_ADD, inst(e)->rx_socks[m], &ev);
 	}
 	return engine_main(e);
 }
@@ -824,10 +860,10 @@ static void *engine_boot(void *arg)
 static void *engine_start_thread(void *arg)
 {
 	struct sr_engine *e = arg;
-	int sock = e->rx_sock; /* carried in rx_sock until the context is open */
+	int sock = inst(e)->rx_sock; /* carried in rx_sock until the context is open */
 	int ret;
 
-	e->rx_sock = -1;
+	inst(e)->rx_sock = -1;
 	ret = context_open(e, sock);
 	if (ret) {
 		sr_err("engine: cannot open its context: %s", strerror(-ret));
@@ -838,16 +874,16 @@ static void *engine_start_thread(void *arg)
 		       SR_ROCE_PORT, strerror(-engine_rx_socks[0]));
 		return NULL;
 	}
-	e->nrx = engine_nrx;
-	memcpy(e->rx_socks, engine_rx_socks, sizeof(e->rx_socks));
-	e->rx_sock = e->rx_socks[0];
+	inst(e)->nrx = engine_nrx;
+	memcpy(inst(e)->rx_socks, engine_rx_socks, sizeof(inst(e)->rx_socks));
+	inst(e)->rx_sock = inst(e)->rx_socks[0];
 	/* GRO on every member: the kernel coalesces before it picks one */
-	for (unsigned m = 0; m < e->nrx; m++)
-		if (sr_udp_gro(e->rx_socks[m]) && !m)
+	for (unsigned m = 0; m < inst(e)->nrx; m++)
+		if (sr_udp_gro(inst(e)->rx_socks[m]) && !m)
 			sr_info("engine: no UDP GRO on this kernel: one datagram per receive");
-	if (e->nrx == 1)
+	if (inst(e)->nrx == 1)
 		sr_info("engine: no SO_REUSEPORT group: applications' threads read nothing");
-	sr_roce_pool(engine_roce(e), e->rx_sock, SR_ROCE_PORT);
+	sr_roce_pool(engine_roce(e), inst(e)->rx_sock, SR_ROCE_PORT);
 	sr_info("engine: RoCEv2 on UDP port %d", SR_ROCE_PORT);
 	engine_for_status = e;
 	return engine_boot(e);
@@ -866,11 +902,11 @@ int sr_engine_start(int sock)
 	rx_slots = calloc(SR_ROCE_RX_BATCH, sizeof(*rx_slots));
 	if (!e || !rx_slots || engine_new(e))
 		return -ENOMEM;
-	e->db_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	e->ep_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (e->db_fd < 0 || e->ep_fd < 0)
+	inst(e)->db_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	inst(e)->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (inst(e)->db_fd < 0 || inst(e)->ep_fd < 0)
 		return -ENOMEM;
-	engine_db_fd = e->db_fd;
+	engine_db_fd = inst(e)->db_fd;
 	/* bound now: the daemon gives processes members before the thread runs */
 	engine_rx_salt = sr_random32() % SR_RX_MEMBERS;
 	ret = sr_udp_socket_group(SR_ROCE_PORT, SR_QPN_MEMBER_SHIFT, engine_rx_salt,
@@ -881,7 +917,7 @@ int sr_engine_start(int sock)
 	ret = sr_eng_gsi_init(qp1_sock);
 	if (ret)
 		return ret;
-	e->rx_sock = sock;
+	inst(e)->rx_sock = sock;
 	e->taps = &sr_eng_fault_taps;
 	ret = pthread_create(&engine_thread, NULL, engine_start_thread, e);
 	if (ret)
@@ -925,7 +961,7 @@ int sr_engine_mcast(const uint8_t *mgid, bool join)
 {
 	struct sr_engine *e = engine_for_status; /* set once its socket is bound */
 
-	return e ? sr_eng_mcast_join(e->rx_sock, mgid, join) : 0;
+	return e ? sr_eng_mcast_join(inst(e)->rx_sock, mgid, join) : 0;
 }
 
 void sr_engine_stop(void)

@@ -247,7 +247,6 @@ int sr_eng_init(struct sr_engine *e, struct sr_devctx *ctx, void *arena, bool ap
 	e->arena = arena;
 	e->app = app;
 	e->pid = (int32_t)getpid();
-	e->rx_sock = e->db_fd = e->ep_fd = -1;
 	/* ACKs may go with requests (resp.c ack_defer) */
 	e->dack_ns = sr_eng_dack_ns();
 	if (slots && !(e->slots = calloc(SR_MAX_QPS, sizeof(*e->slots))))

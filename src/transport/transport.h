@@ -358,27 +358,9 @@ struct sr_engine {
 	bool congested;
 	uint64_t tx_flushes;
 	void *arena;
-	/* the receive socket group (layout.h, SR_RX_MEMBERS): nrx members,
-	 * rx_sock = rx_socks[0]; rx_out: the members out of the epoll set
-	 * (lent to a process that polls, or held by it) */
-	int rx_sock;
-	int rx_socks[SR_RX_MEMBERS];
-	unsigned nrx;
-	uint32_t rx_out;
-	/* members lent (taken out of the set for a polling process), looks
-	 * that found a member held, members taken back with datagrams
-	 * stranded in them (status: rx_lends, rx_left_held, rx_stranded) */
-	_Atomic uint64_t rx_lends, rx_left_held, rx_stranded;
 	/* duplicates of a destroyed QP's last message ACKed again (resp.c,
 	 * sr_eng_resp_gone; status: acks_after_destroy) */
 	_Atomic uint64_t acks_gone;
-	/* per member (engine.c, rx_lend): its pkts at the engine's last look
-	 * and when; datagrams the engine itself took from it; the processes'
-	 * reads at its last stranding; no lending before this time */
-	uint64_t rx_seen[SR_RX_MEMBERS], rx_seen_at[SR_RX_MEMBERS];
-	uint64_t rx_own[SR_RX_MEMBERS], rx_app_at_strand[SR_RX_MEMBERS];
-	uint64_t rx_lend_after[SR_RX_MEMBERS];
-	int db_fd, ep_fd;
 	struct sr_eng_slot **slots; /* [SR_MAX_QPS], by QPN index */
 	struct sr_eng_slot *active;
 	struct sr_eng_slot *acks;	       /* responders owing an ACK this turn */
