@@ -306,6 +306,7 @@ int sr_wire_rx_poll(struct sr_context *ctx)
 	/* another reader is at it (a thread, the engine): what it takes it
 	 * processes, in order */
 	n = 0;
+	sr_exec_signals_hold(); /* events after the ACKs (shm/exec.h) */
 	for (int looks = 0; looks < 4; looks++) {
 		int got;
 
@@ -316,14 +317,17 @@ int sr_wire_rx_poll(struct sr_context *ctx)
 		if (got > 0) {
 			n += got;
 			sr_eng_resp_acks(&r->e);
-			/* before any grant (no posting thread overtakes it)
-			 * and before a later reader's answers */
+			/* before any grant (no posting thread overtakes it),
+			 * before a later reader's answers, and before the
+			 * events of what it completed */
 			sr_eng_flush_tx(&r->e);
+			sr_exec_signals_raise(false);
 		}
 		/* the engine left a datagram to us that came after our look */
 		if (!sr_rx_give(mb, hold))
 			break;
 	}
+	sr_exec_signals_raise(true);
 	if (n <= 0)
 		return 0;
 	atomic_fetch_add_explicit(&mb->pkts, (uint64_t)n, memory_order_relaxed);

@@ -242,8 +242,10 @@ static bool rx_batch(struct sr_engine *e, unsigned m, bool *more)
 	if (n > 0) {
 		sr_eng_resp_acks(e);
 		/* its answers leave before a later reader's (READ responses
-		 * out of order would be asked for again) */
+		 * out of order would be asked for again), and before the
+		 * events of what it completed (shm/exec.h) */
 		sr_eng_flush_tx(e);
+		sr_exec_signals_raise(false);
 		atomic_fetch_add_explicit(&mb->pkts, (uint64_t)n, memory_order_relaxed);
 		inst(e)->rx_own[m] += (uint64_t)n;
 	}
@@ -584,6 +586,8 @@ static void *engine_main(void *arg)
 		bool busy;
 
 		sr_epoch_enter(e->arena);
+		/* completions' events wait for the ACKs (shm/exec.h) */
+		sr_exec_signals_hold();
 		sr_eng_ctl_poll(e); /* the daemon's requests (ctl.h) */
 		sr_eng_taps_publish(e);
 		e->now = sr_eng_clock();
@@ -620,6 +624,7 @@ static void *engine_main(void *arg)
 		grant_turn(e); /* after the flush: no posting thread overtakes it */
 		if (e->grant_tick && (!next || e->grant_tick < next))
 			next = e->grant_tick;
+		sr_exec_signals_raise(true);
 		sr_epoch_exit();
 		/* its longest turn, for a QP's record of why it failed (req.c) */
 		turn = sr_eng_clock() - turn_at;

@@ -62,9 +62,43 @@ struct xfer {
 	struct sr_qp_shm *stall_target;	 /* RNR: responder whose RQ we wait on */
 };
 
+/* The events this thread holds back (sr_exec_signals_hold): the fd ids,
+ * as many as were raised (a completion channel is a semaphore eventfd: one
+ * write per event, each read takes one), all of one context (another's go
+ * at once).  Small: libibverbs' static TLS must stay small, or a dlopen of
+ * it fails (core/thread_obj.h). */
+#define HELD_MAX 14
+static __thread struct {
+	bool on;
+	uint8_t n;
+	struct sr_devctx *ctx;
+	uint32_t fd_id[HELD_MAX];
+} held;
+
 void sr_signal_fd(void *arg, uint32_t fd_id)
 {
+	if (held.on && held.n < HELD_MAX && (!held.n || held.ctx == arg)) {
+		held.ctx = arg;
+		held.fd_id[held.n++] = fd_id;
+		return;
+	}
 	sr_fdcache_signal(arg, fd_id);
+}
+
+void sr_exec_signals_hold(void)
+{
+	held.on = true;
+}
+
+void sr_exec_signals_raise(bool stop)
+{
+	unsigned n = held.n;
+
+	held.n = 0;
+	if (stop)
+		held.on = false;
+	for (unsigned i = 0; i < n; i++)
+		sr_fdcache_signal(held.ctx, held.fd_id[i]);
 }
 
 /* Single writer (the sq_lock holder): no locked instruction needed. */
