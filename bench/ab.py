@@ -25,13 +25,16 @@ def main(path):
                 continue
             if v != v:  # nan: the measurement failed; its log says why
                 continue
-            rows.setdefault((r["metric"], int(r["size"]), r["system"], r["unit"]), []).append(v)
+            # the group tells the sections apart: same-host (bw, lat) and
+            # two-host per MTU (2h-9000, 2h-1500)
+            rows.setdefault((r["group"], r["metric"], int(r["size"]), r["system"], r["unit"]),
+                            []).append(v)
     out = []
     worse = 0
-    for (metric, size, system, unit), here in sorted(rows.items()):
+    for (group, metric, size, system, unit), here in sorted(rows.items()):
         if system.endswith(AGAINST):
             continue
-        there = rows.get((metric, size, system + AGAINST, unit))
+        there = rows.get((group, metric, size, system + AGAINST, unit))
         if not there:
             continue
         mh, mt = statistics.median(here), statistics.median(there)
@@ -42,10 +45,10 @@ def main(path):
         behind = (1 - ratio) if higher_better else (ratio - 1)
         bad = behind > max(0.05, sh, st)
         worse += bad
-        out.append((f"{metric} ({system})", size, f"{mh:.4g} {unit}", f"{mt:.4g} {unit}", f"{ratio:.3f}",
+        out.append((group, f"{metric} ({system})", size, f"{mh:.4g} {unit}", f"{mt:.4g} {unit}", f"{ratio:.3f}",
                     f"{sh:.1%} / {st:.1%}", f"{len(here)}/{len(there)}", "worse" if bad else ""))
-    print("| figure | size (B) | this tree | against | ratio | spread (this / against) | rounds | |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| group | figure | size (B) | this tree | against | ratio | spread (this / against) | rounds | |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for o in out:
         print("| " + " | ".join(str(x) for x in o) + " |")
     print(f"\n{len(out)} figures, {worse} worse than the rule allows")

@@ -2,10 +2,10 @@
  * The transport's core: a thread's instance (sr_eng_init), a QP's
  * transport state (sr_eng_qp in the arena, the slot that is this thread's
  * record of it), what it sends through its link (link.h), and a received
- * packet's checks up to the requester or responder of its QP.  The daemon's engine thread
- * (src/engine) runs it, and so may any thread that maps the arena and
- * holds the QP's wtx_lock, which guards every field of its sr_eng_qp
- * (req.c, resp.c).
+ * packet's checks up to the requester or responder of its QP.  The
+ * daemon's engine thread (src/engine) runs it, and so may any thread that
+ * maps the arena and holds the QP's wtx_lock, which guards every field of
+ * its sr_eng_qp (req.c, resp.c).
  */
 #include <errno.h>
 #include <stddef.h>
