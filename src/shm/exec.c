@@ -77,6 +77,14 @@ static __thread struct {
 
 void sr_signal_fd(void *arg, uint32_t fd_id)
 {
+	sr_fdcache_signal(arg, fd_id);
+}
+
+/* The signal of a receive's completion event: held back while the thread
+ * holds them.  (Async events, the SRQ limit's among them, and the other
+ * completions' events go at once.) */
+static void signal_recv_event(void *arg, uint32_t fd_id)
+{
 	if (held.on && held.n < HELD_MAX && (!held.n || held.ctx == arg)) {
 		held.ctx = arg;
 		held.fd_id[held.n++] = fd_id;
@@ -415,7 +423,7 @@ static void push_recv_cqe(struct sr_devctx *ctx, struct sr_qp_shm *t, uint64_t c
 	if (!slot)
 		slot = sr_cq_reserve(ctx->arena, cq, sr_signal_fd, ctx);
 	if (slot)
-		sr_cq_publish(cq, slot, &e, solicited, sr_signal_fd, ctx);
+		sr_cq_publish(cq, slot, &e, solicited, signal_recv_event, ctx);
 }
 
 /* Invalidates a type-2 window (or fails) for SEND_WITH_INV / LOCAL_INV. */

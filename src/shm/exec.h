@@ -68,13 +68,13 @@ struct sr_srq_shm *sr_exec_srq_lookup(struct sr_devctx *ctx, uint32_t srqn);
  * hosts themselves (bound to an ephemeral port: *sport, if not NULL), or
  * -errno. */
 int sr_exec_wire_sock(uint16_t *sport);
-/* sr_signal_fn for the library: signals an eventfd by daemon id (a
- * completion channel's, an async event fd), or holds it back. */
+/* sr_signal_fn for the library: signals an eventfd by daemon id. */
 void sr_signal_fd(void *arg, uint32_t fd_id);
 /*
  * A thread that takes in a batch of packets from another host holds back
- * the events its completions raise until the packets it queued in answer
- * have been sent (the transport's ACKs): sr_exec_signals_hold before the
+ * the events its receive completions raise (not async events, which stay
+ * ahead of the ACK) until the packets it queued in answer have been sent
+ * (the transport's ACKs): sr_exec_signals_hold before the
  * batch, sr_exec_signals_raise after each flush of the transmit batch,
  * with stop at the batch's end.  Else a program woken by its receive's
  * event can post its reply before the ACK of what it received leaves, the
