@@ -21,7 +21,8 @@
  * (9.7.5.2.3); a bad R_Key answered by a remote access error NAK, which
  * completes the WQE with IBV_WC_REM_ACCESS_ERR and moves the QP to the
  * error state (9.7.5.2.4, 10.8.3); READ responses at the READ's PSNs
- * (9.7.5.1.4); an atomic's response carrying the original value (9.4.5);
+ * (9.7.5.1.4), and a lost one asked for again by a READ for the rest
+ * (9.7.5.2.8); an atomic's response carrying the original value (9.4.5);
  * the local ACK timeout resending the unacknowledged PSN and, retries
  * spent, IBV_WC_RETRY_EXC_ERR (9.7.6.1.3).
  */
@@ -579,6 +580,57 @@ static void test_read(void)
 	CHECK(!memcmp(A_BUF, B_BUF, 2048));
 }
 
+/* A READ of 3000 bytes whose MIDDLE response is lost: A asks again for
+ * what is missing, a READ request at the MIDDLE's PSN for the rest of the
+ * data (its RETH: the address and length past what came in order), and
+ * completes once that arrives (9.7.5.2.8's rule for READs: the requester
+ * resends the request for the unanswered part). */
+static void test_read_lost_response(void)
+{
+	struct ibv_wc wc[4];
+	uint64_t va;
+	uint32_t len;
+
+	CHECK_CTX("read, lost response");
+	reconnect(14, 7);
+	fill(B_BUF, 3000, 6);
+	memset(A_BUF, 0, 3000);
+	post_write(&qa, 19, A_BUF, 3000, B_BUF, mr->rkey, IBV_WR_RDMA_READ);
+	if (!wire_has(w, 1))
+		return;
+	deliver(&w[0]);
+	if (!wire_has(r, 3))
+		return;
+	CHECK_EQ(opcode(&r[1]), 0x0e); /* READ_RESPONSE_MIDDLE */
+	deliver(&r[0]);
+	deliver(&r[2]); /* the MIDDLE never arrives */
+	if (!cap.n)
+		run_timer(&qa, 50000000); /* (if the gap waits for the timer) */
+	if (!wire_has(w, 1))
+		return;
+	CHECK_EQ(opcode(&w[0]), 0x0c);
+	CHECK_EQ(psn(&w[0]), qa.sq_psn + 1);
+	va = 0;
+	for (int k = 0; k < 8; k++)
+		va = va << 8 | w[0].b[SR_BTH_LEN + k];
+	len = (uint32_t)w[0].b[SR_BTH_LEN + 12] << 24 | (uint32_t)w[0].b[SR_BTH_LEN + 13] << 16 |
+	      (uint32_t)w[0].b[SR_BTH_LEN + 14] << 8 | w[0].b[SR_BTH_LEN + 15];
+	CHECK_EQ(va, (uintptr_t)B_BUF + 1024);
+	CHECK_EQ(len, 3000 - 1024);
+	CHECK_EQ(poll(cq_a, wc, 4), 0);
+	deliver(&w[0]);
+	if (!wire_has(r, 2))
+		return;
+	CHECK_EQ(psn(&r[0]), qa.sq_psn + 1);
+	CHECK_EQ(psn(&r[1]), qa.sq_psn + 2);
+	deliver(&r[0]);
+	deliver(&r[1]);
+	CHECK_EQ(poll(cq_a, wc, 4), 1);
+	CHECK_EQ(wc[0].status, IBV_WC_SUCCESS);
+	CHECK_EQ(wc[0].wr_id, 19);
+	CHECK(!memcmp(A_BUF, B_BUF, 3000));
+}
+
 /* FETCH_AND_ADD 5 on B's 8 bytes: ATOMIC_ACKNOWLEDGE with the original
  * value, which lands in A's buffer; B's word has grown by 5. */
 static void test_fetch_add(void)
@@ -699,6 +751,7 @@ int main(int argc, char **argv)
 	test_rnr();
 	test_bad_rkey();
 	test_read();
+	test_read_lost_response();
 	test_fetch_add();
 	test_timeout();
 	return CHECK_SUMMARY("transport");
