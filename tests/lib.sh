@@ -33,7 +33,12 @@ sr_setup() {
 		setpriv --pdeathsig TERM setsid "$SR_BUILD/bin/softrdmad" --idle 0 &
 	fi
 	SR_DAEMON_PID=$!
-	trap sr_cleanup EXIT
+	# a caller's own EXIT trap that calls sr_cleanup stays (it also
+	# removes the caller's temporary files)
+	case $(trap -p EXIT) in
+	*sr_cleanup*) ;;
+	*) trap sr_cleanup EXIT ;;
+	esac
 	for _ in $(seq 100); do
 		"$SR" status >/dev/null 2>&1 && "$SR" status | grep -q '^device' && return 0
 		sleep 0.05
