@@ -984,7 +984,8 @@ static void notify_congestion(struct sr_engine *e, struct sr_qp_shm *qp, struct 
 	q->resp.cnp_at = e->now;
 	sr_cnp_put(h, qp->dest_qpn);
 	sr_eng_count(&e->cnt[SR_ENG_CNP_TX], 1);
-	sr_eng_send(e, &(struct sr_link_addr){qp->sgid, qp->dgid, q->qpn}, h, sizeof(h), NULL, 0, 0);
+	sr_eng_send(e, &(struct sr_link_addr){qp->sgid, qp->dgid, q->qpn}, h, sizeof(h), NULL, 0,
+		    0);
 }
 
 void sr_eng_resp_rx(struct sr_engine *e, struct sr_qp_shm *qp, struct sr_eng_qp *q,
